@@ -1,0 +1,6 @@
+"""Simulators and real-data replays. Importing this package registers the built-in environments."""
+
+from .nonstationary import AdversarialTable, PiecewiseStationary, SwitchingArms
+from .stochastic import BernoulliArms, GaussianArms
+
+__all__ = ["AdversarialTable", "BernoulliArms", "GaussianArms", "PiecewiseStationary", "SwitchingArms"]
