@@ -68,7 +68,7 @@ def simulate(
     horizon: int,
     *,
     n_runs: int = 1,
-    seed: int | np.random.SeedSequence | None = None,
+    seed: int | np.random.SeedSequence | tuple | None = None,
     n_checkpoints: int = 200,
     progress: bool = False,
     description: str | None = None,
@@ -76,7 +76,9 @@ def simulate(
     """Run ``policy`` on ``env`` for ``horizon`` rounds in ``n_runs`` runs at once.
 
     The environment and the policy get independent streams derived from ``seed``, so the same
-    seed gives the same numbers bit for bit.
+    seed gives the same numbers bit for bit. A pair ``(env_seed, policy_seed)`` seeds them
+    separately: the experiment runner gives every policy of a scenario the same environment seed,
+    so policies are compared on the same draws (common random numbers).
 
     >>> from genbandit import BernoulliArms, UCB1, simulate
     >>> result = simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=1000, n_runs=4, seed=0)
@@ -91,7 +93,7 @@ def simulate(
         raise InvalidParameterError(f"{type(policy).__name__} plays {policy.action_kind} actions but {type(env).__name__} takes {env.action_kind} actions.")
     if policy.contextual and env.context_dim is None:
         raise InvalidParameterError(f"{type(policy).__name__} needs contexts, which {type(env).__name__} does not produce.")
-    env_seed, policy_seed = spawn_seeds(seed, 2)
+    env_seed, policy_seed = seed if isinstance(seed, tuple) else spawn_seeds(seed, 2)
     env.reset(n_runs, seed=env_seed)
     policy.reset(n_runs, seed=policy_seed)
     if env.n_arms != policy.n_arms:

@@ -1,0 +1,93 @@
+"""The ``genbandit`` command: a thin adapter over :mod:`genbandit.experiments` and the registry."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from .core.registry import ENVIRONMENTS, POLICIES
+from .core.validation import GenbanditError
+from .experiments.config import builtin_configs, load_config
+from .experiments.runner import BACKENDS, run_experiment
+
+log = logging.getLogger("genbandit")
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, help="output folder (default: results/NAME, or results/NAME-quick)")
+    parser.add_argument("--quick", action="store_true", help="the smaller version of the experiment (about a minute on two cores)")
+    parser.add_argument("--backend", default="local", help="where units run: local (default) or ray")
+    parser.add_argument("--address", help="Ray cluster address (with --backend ray)")
+    parser.add_argument("--fresh", action="store_true", help="ignore units already written in the output folder")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _run(config_source: str, args: argparse.Namespace, command: str) -> int:
+    config = load_config(config_source, quick=args.quick)
+    out = args.out or Path("results") / (config.name + ("-quick" if args.quick else ""))
+    options = {"address": args.address} if args.address else {}
+    outcome = run_experiment(
+        config, out, backend=args.backend, backend_options=options, resume=not args.fresh, progress=not args.no_progress, command=command
+    )
+    print(f"{config.name}: wrote {out}/report.md, summary.json, results.parquet and figures/")
+    if outcome["failed"]:
+        print(f"{config.name}: {len(outcome['failed'])} unit(s) failed; see the report's 'Failed units'.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="genbandit", description="Bandit algorithms for choosing among generative models, online.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run an experiment config (TOML)")
+    run.add_argument("config", help="path to a config file, or the name of a built-in one")
+    _add_run_options(run)
+
+    names = sorted(builtin_configs())
+    rep = sub.add_parser("reproduce", help="reproduce a paper's experiments: " + ", ".join(names + ["all"]))
+    rep.add_argument("name", help="which reproduction (or 'all')")
+    _add_run_options(rep)
+
+    sub.add_parser("list", help="list policies, environments, reproductions and backends")
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    command = "genbandit " + " ".join(shlex.quote(a) for a in argv)
+    try:
+        if args.command == "list":
+            _list()
+            return 0
+        if args.command == "run":
+            return _run(args.config, args, command)
+        if args.name == "all":
+            if args.out:
+                parser.error("--out names one folder; 'reproduce all' writes results/NAME for each reproduction")
+            return max(_run(name, args, command) for name in names)
+        if args.name not in names:
+            parser.error(f"unknown reproduction {args.name!r}; choose from {', '.join(names + ['all'])}")
+        return _run(args.name, args, command)
+    except GenbanditError as exc:
+        print(f"genbandit: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _list() -> None:
+    print("Policies:")
+    for name, _cls, summary in POLICIES.items():
+        print(f"  {name:<22} {summary}")
+    print("\nEnvironments:")
+    for name, _cls, summary in ENVIRONMENTS.items():
+        print(f"  {name:<22} {summary}")
+    print("\nReproductions (genbandit reproduce NAME):")
+    for name, path in builtin_configs().items():
+        print(f"  {name:<22} {load_config(path).title}")
+    print("\nBackends: " + ", ".join(sorted(BACKENDS)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""Experiment configs: a TOML file names scenarios, policies, horizon, runs, seed and metrics.
+
+A config, in full (every key but ``name``, ``scenarios`` and ``policies`` is optional)::
+
+    name = "classic"
+    title = "Classic policies"                # report heading
+    description = "..."                       # report introduction (Markdown)
+    horizon = 100000
+    n_runs = 100
+    seed = 0
+    metrics = ["final_regret", "pulls_per_second"]
+    hooks = ["genbandit.experiments.classic:report"]   # extra report sections and records
+    quick = { horizon = 10000, n_runs = 20 }  # what --quick changes
+
+    [[scenarios]]
+    name = "bernoulli-10"
+    environment = "bernoulli-arms"            # a registered environment
+    params = { means = [0.5, 0.4] }
+    # optional: horizon, n_runs, horizons = [..] (a sweep; units are named "NAME:T=..."),
+    # policies = ["UCB1"] (a subset), policy_params = { UCB1 = { alpha = 1.0 } },
+    # runner = "module:function" (a custom unit), loglog = true, metrics = [..], quick = { ... }
+
+    [[policies]]
+    label = "UCB1"                            # the name in outputs
+    policy = "UCB1"                           # a registered policy (defaults to label)
+    params = { alpha = 2.0 }                  # n_arms, n_features and horizon are filled in
+
+    [[paper]]                                 # the paper's numbers, shown beside ours
+    scenario = "bernoulli-10"
+    policy = "UCB1"
+    metric = "final_regret"
+    value = 123.0
+    source = "Table 2"
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.validation import InvalidParameterError
+
+__all__ = ["ExperimentConfig", "ScenarioSpec", "PolicySpec", "PaperValue", "load_config", "CONFIG_DIR", "builtin_configs"]
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+_TOP_KEYS = {"name", "title", "description", "horizon", "n_runs", "seed", "metrics", "hooks", "quick", "scenarios", "policies", "paper", "n_checkpoints"}
+_SCENARIO_KEYS = {"name", "environment", "params", "horizon", "horizons", "n_runs", "policies", "policy_params", "runner", "loglog", "quick", "description", "metrics"}
+_POLICY_KEYS = {"label", "policy", "params"}
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    label: str
+    policy: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    name: str
+    environment: str | None
+    params: dict[str, Any]
+    horizons: tuple[int, ...]
+    n_runs: int
+    policies: tuple[PolicySpec, ...]
+    runner: str | None = None
+    loglog: bool = False
+    description: str = ""
+    metrics: tuple[str, ...] | None = None
+
+    @property
+    def sweep(self) -> bool:
+        """Whether the scenario runs several horizons (its units are named ``NAME:T=...``)."""
+        return len(self.horizons) > 1
+
+    def unit_name(self, horizon: int) -> str:
+        return f"{self.name}:T={horizon}" if self.sweep else self.name
+
+
+@dataclass(frozen=True)
+class PaperValue:
+    scenario: str
+    policy: str
+    metric: str
+    value: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str
+    title: str
+    description: str
+    seed: int
+    metrics: tuple[str, ...]
+    scenarios: tuple[ScenarioSpec, ...]
+    hooks: tuple[str, ...] = ()
+    paper: tuple[PaperValue, ...] = ()
+    quick: bool = False
+    n_checkpoints: int = 200
+    source: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+def _fail(where: str, message: str) -> None:
+    raise InvalidParameterError(f"Config error in {where}: {message}")
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        _fail(where, f"must be a positive integer. Got {value!r} instead.")
+    return value
+
+
+def _check_keys(table: dict, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        _fail(where, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}.")
+
+
+def builtin_configs() -> dict[str, Path]:
+    """The reproductions shipped with genbandit: name -> config path."""
+    return {p.stem: p for p in sorted(CONFIG_DIR.glob("*.toml"))}
+
+
+def load_config(source: str | Path | dict, *, quick: bool = False) -> ExperimentConfig:
+    """Read and validate a config from a TOML path, a built-in name or a dict; apply ``quick``."""
+    if isinstance(source, dict):
+        raw, where = copy.deepcopy(source), "config"
+    else:
+        path = Path(source)
+        if not path.exists() and str(source) in builtin_configs():
+            path = builtin_configs()[str(source)]
+        if not path.exists():
+            known = ", ".join(builtin_configs()) or "none"
+            raise InvalidParameterError(f"No config file {str(source)!r} (built-in reproductions: {known}).")
+        try:
+            raw = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidParameterError(f"Config {path} is not valid TOML: {exc}") from exc
+        where = str(path)
+    return _parse(raw, where, quick)
+
+
+def _parse(raw: dict, where: str, quick: bool) -> ExperimentConfig:
+    _check_keys(raw, _TOP_KEYS, where)
+    for key in ("name", "scenarios", "policies"):
+        if key not in raw:
+            _fail(where, f"the key '{key}' is required.")
+    top = dict(raw)
+    if quick:
+        top.update(raw.get("quick", {}))
+    horizon = _positive_int(top.get("horizon", 1000), f"{where}: horizon")
+    n_runs = _positive_int(top.get("n_runs", 10), f"{where}: n_runs")
+    seed = top.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        _fail(where, f"seed must be a non-negative integer. Got {seed!r} instead.")
+
+    policies: dict[str, PolicySpec] = {}
+    for i, entry in enumerate(raw["policies"]):
+        at = f"{where}: policies[{i}]"
+        if not isinstance(entry, dict):
+            _fail(at, "must be a table.")
+        _check_keys(entry, _POLICY_KEYS, at)
+        label = entry.get("label") or entry.get("policy")
+        if not label:
+            _fail(at, "needs a 'label' or a 'policy'.")
+        if label in policies:
+            _fail(at, f"the label {label!r} is used twice.")
+        policies[label] = PolicySpec(label=label, policy=entry.get("policy", label), params=dict(entry.get("params", {})))
+
+    scenarios = []
+    seen = set()
+    for i, entry in enumerate(raw["scenarios"]):
+        at = f"{where}: scenarios[{i}]"
+        if not isinstance(entry, dict):
+            _fail(at, "must be a table.")
+        _check_keys(entry, _SCENARIO_KEYS, at)
+        spec = dict(entry)
+        if quick:
+            spec.update(entry.get("quick", {}))
+        name = spec.get("name")
+        if not name or name in seen:
+            _fail(at, f"needs a unique 'name'. Got {name!r}.")
+        seen.add(name)
+        if not spec.get("environment") and not spec.get("runner"):
+            _fail(at, "needs an 'environment' (or a custom 'runner').")
+        horizons = spec.get("horizons", [spec.get("horizon", horizon)])
+        if not isinstance(horizons, list) or not horizons:
+            _fail(at, f"horizons must be a non-empty list. Got {horizons!r}.")
+        horizons = tuple(_positive_int(h, f"{at}: horizon") for h in horizons)
+        chosen = spec.get("policies", list(policies))
+        missing = [p for p in chosen if p not in policies]
+        if missing:
+            _fail(at, f"unknown policy label(s) {', '.join(missing)}; configured: {', '.join(policies)}.")
+        overrides = spec.get("policy_params", {})
+        unknown_overrides = [p for p in overrides if p not in chosen]
+        if unknown_overrides:
+            _fail(at, f"policy_params names policies not in this scenario: {', '.join(unknown_overrides)}.")
+        scenario_policies = tuple(
+            PolicySpec(label=p, policy=policies[p].policy, params={**policies[p].params, **overrides.get(p, {})}) for p in chosen
+        )
+        scenarios.append(
+            ScenarioSpec(
+                name=name,
+                environment=spec.get("environment"),
+                params=dict(spec.get("params", {})),
+                horizons=horizons,
+                n_runs=_positive_int(spec.get("n_runs", n_runs), f"{at}: n_runs"),
+                policies=scenario_policies,
+                runner=spec.get("runner"),
+                loglog=bool(spec.get("loglog", False)),
+                description=spec.get("description", ""),
+                metrics=tuple(spec["metrics"]) if "metrics" in spec else None,
+            )
+        )
+
+    paper = []
+    for i, entry in enumerate(raw.get("paper", [])):
+        at = f"{where}: paper[{i}]"
+        try:
+            paper.append(PaperValue(str(entry["scenario"]), str(entry["policy"]), str(entry["metric"]), float(entry["value"]), str(entry.get("source", ""))))
+        except (KeyError, TypeError, ValueError) as exc:
+            _fail(at, f"needs scenario, policy, metric and a numeric value ({exc}).")
+
+    metrics = top.get("metrics", ["final_regret"])
+    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        _fail(where, f"metrics must be a list of names. Got {metrics!r}.")
+    hooks = top.get("hooks", [])
+    return ExperimentConfig(
+        name=str(raw["name"]),
+        title=str(raw.get("title", raw["name"])),
+        description=str(raw.get("description", "")),
+        seed=seed,
+        metrics=tuple(metrics),
+        scenarios=tuple(scenarios),
+        hooks=tuple(hooks),
+        paper=tuple(paper),
+        quick=quick,
+        n_checkpoints=_positive_int(top.get("n_checkpoints", 200), f"{where}: n_checkpoints"),
+        source=raw,
+    )

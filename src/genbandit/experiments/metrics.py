@@ -1,0 +1,86 @@
+"""Metrics: named functions of a finished simulation, one value per run (or one for the unit).
+
+A metric is ``fn(result, env, policy) -> array (n_runs,) | float``. Families register their own
+(``mat``, ``otb``, ``opr``...) with :func:`register_metric` next to the environments that
+report what those metrics need through ``Step.info``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..core.base import Environment, Policy
+from ..core.simulator import SimulationResult
+from ..core.validation import InvalidParameterError
+
+__all__ = ["METRICS", "register_metric", "compute_metric"]
+
+MetricFn = Callable[[SimulationResult, Environment, Policy], "np.ndarray | float"]
+METRICS: dict[str, tuple[MetricFn, str]] = {}
+
+
+def register_metric(name: str, description: str) -> Callable[[MetricFn], MetricFn]:
+    """Decorator: make ``fn`` available to configs as ``name``."""
+
+    def decorate(fn: MetricFn) -> MetricFn:
+        METRICS[name] = (fn, description)
+        return fn
+
+    return decorate
+
+
+def compute_metric(name: str, result: SimulationResult, env: Environment, policy: Policy) -> np.ndarray | float:
+    if name not in METRICS:
+        raise InvalidParameterError(f"Unknown metric {name!r}. Known metrics: {', '.join(sorted(METRICS))}.")
+    return METRICS[name][0](result, env, policy)
+
+
+def _total(result: SimulationResult, key: str, metric: str) -> np.ndarray:
+    if key not in result.totals:
+        raise InvalidParameterError(f"The metric {metric!r} needs the environment to report '{key}' in Step.info.")
+    return result.totals[key]
+
+
+@register_metric("final_regret", "cumulative pseudo-regret at the horizon")
+def _final_regret(result, env, policy):
+    return result.final_regret
+
+
+@register_metric("final_reward", "cumulative reward at the horizon")
+def _final_reward(result, env, policy):
+    return result.reward[:, -1]
+
+
+@register_metric("mean_reward", "average reward per round")
+def _mean_reward(result, env, policy):
+    return result.reward[:, -1] / result.horizon
+
+
+@register_metric("pulls_per_second", "rounds x runs simulated per second of wall time (one value per unit)")
+def _pulls_per_second(result, env, policy):
+    return result.pulls_per_second
+
+
+@register_metric("seconds_per_round", "wall time per round of all runs (one value per unit)")
+def _seconds_per_round(result, env, policy):
+    return result.wall_time / result.horizon
+
+
+@register_metric("seconds_per_decision", "wall time per decision of one run (one value per unit)")
+def _seconds_per_decision(result, env, policy):
+    return result.wall_time / (result.horizon * result.n_runs)
+
+
+@register_metric("optimal_rate", "share of rounds in which the best action was chosen")
+def _optimal_rate(result, env, policy):
+    return _total(result, "optimal", "optimal_rate") / result.horizon
+
+
+@register_metric("best_arm_rate", "share of runs whose most-pulled arm is the best arm")
+def _best_arm_rate(result, env, policy):
+    means = env.mean_rewards()
+    if means is None:
+        raise InvalidParameterError("best_arm_rate needs an environment with mean_rewards().")
+    return (result.counts.argmax(axis=1) == np.asarray(means).argmax(axis=1)).astype(float)

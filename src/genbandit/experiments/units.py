@@ -1,0 +1,216 @@
+"""Units of work: one (scenario, policy, horizon) cell of a grid, all its runs at once.
+
+A unit is self-contained and picklable, so any backend can run it anywhere; its seeds depend
+only on the config's seed and the unit's names, never on the order units run in, so results are
+the same on every backend and after a resume.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+import time
+import traceback
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.base import Environment, Policy
+from ..core.registry import ENVIRONMENTS, POLICIES
+from ..core.simulator import SimulationResult, simulate
+from .config import PolicySpec, ScenarioSpec
+from .metrics import compute_metric
+
+__all__ = ["Unit", "UnitResult", "run_unit", "build_environment", "build_policy", "stable_hash"]
+
+
+def stable_hash(text: str) -> int:
+    """A 32-bit hash of ``text`` that is the same in every process (unlike ``hash``)."""
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.=-]+", "_", text).strip("_")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One cell of an experiment grid."""
+
+    experiment: str
+    scenario: ScenarioSpec
+    policy: PolicySpec
+    horizon: int
+    seed: int
+    metrics: tuple[str, ...]
+    n_checkpoints: int = 200
+
+    @property
+    def scenario_name(self) -> str:
+        return self.scenario.unit_name(self.horizon)
+
+    @property
+    def unit_id(self) -> str:
+        """A file-safe id that changes whenever anything that shapes the result changes."""
+        fingerprint = json.dumps(
+            [self.experiment, asdict(self.scenario), asdict(self.policy), self.horizon, self.seed, self.metrics, self.n_checkpoints],
+            sort_keys=True,
+            default=str,
+        )
+        return f"{_slug(self.scenario_name)}__{_slug(self.policy.label)}__{stable_hash(fingerprint):08x}"
+
+    def seeds(self) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
+        """(environment seed, policy seed). Every policy of a scenario sees the same environment draws."""
+        scenario_key = [self.seed, stable_hash(self.scenario.name), self.horizon]
+        return np.random.SeedSequence(scenario_key), np.random.SeedSequence(scenario_key + [stable_hash(self.policy.label)])
+
+
+@dataclass
+class UnitResult:
+    """What a unit produced: checkpointed curves, per-run metric values and free-form extras.
+
+    ``regret`` and ``reward`` are cumulative, ``(n_runs, len(rounds))``; ``metrics`` maps a name
+    to a list of per-run values (or a single value for the unit); ``extras`` is any JSON a
+    report hook needs (for example per-arm counts). ``error`` holds the traceback of a failure.
+    """
+
+    unit_id: str
+    scenario: str
+    policy: str
+    horizon: int
+    n_runs: int
+    rounds: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    regret: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    reward: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+    wall_time: float = 0.0
+    error: str | None = None
+
+    @classmethod
+    def from_simulation(cls, unit: Unit, result: SimulationResult, metrics: dict[str, Any], extras: dict | None = None) -> "UnitResult":
+        return cls(
+            unit_id=unit.unit_id,
+            scenario=unit.scenario_name,
+            policy=unit.policy.label,
+            horizon=unit.horizon,
+            n_runs=result.n_runs,
+            rounds=result.rounds,
+            regret=result.regret,
+            reward=result.reward,
+            metrics={k: np.atleast_1d(np.asarray(v, dtype=float)).tolist() for k, v in metrics.items()},
+            extras=extras or {},
+            wall_time=result.wall_time,
+        )
+
+    def frame(self) -> pd.DataFrame:
+        """Tidy rows: scenario, policy, horizon, run, round, regret, reward."""
+        n_runs, n_points = self.regret.shape
+        return pd.DataFrame(
+            {
+                "scenario": self.scenario,
+                "policy": self.policy,
+                "horizon": self.horizon,
+                "run": np.repeat(np.arange(n_runs), n_points),
+                "round": np.tile(self.rounds, n_runs),
+                "regret": self.regret.ravel(),
+                "reward": self.reward.ravel(),
+            }
+        )
+
+    # ------------------------------------------------------------- storage
+    def save(self, directory: Path) -> None:
+        """Write ``<unit_id>.parquet`` (curves) and then ``<unit_id>.json`` (the completion mark)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        if self.error is None:
+            self.frame().to_parquet(directory / f"{self.unit_id}.parquet", index=False)
+        meta = {k: v for k, v in asdict(self).items() if k not in ("rounds", "regret", "reward")}
+        tmp = directory / f"{self.unit_id}.json.tmp"
+        tmp.write_text(json.dumps(meta, default=_json_default))
+        tmp.replace(directory / f"{self.unit_id}.json")
+
+    @classmethod
+    def load(cls, directory: Path, unit_id: str) -> "UnitResult | None":
+        meta_path = directory / f"{unit_id}.json"
+        if not meta_path.exists():
+            return None
+        meta = json.loads(meta_path.read_text())
+        result = cls(**meta)
+        if result.error is None:
+            frame = pd.read_parquet(directory / f"{unit_id}.parquet")
+            n_runs = int(frame["run"].max()) + 1
+            result.rounds = frame["round"].to_numpy()[: len(frame) // n_runs]
+            result.regret = frame["regret"].to_numpy().reshape(n_runs, -1)
+            result.reward = frame["reward"].to_numpy().reshape(n_runs, -1)
+        return result
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _import(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def build_environment(scenario: ScenarioSpec, horizon: int) -> Environment:
+    """The scenario's environment; ``horizon`` is passed when its constructor takes one."""
+    cls = ENVIRONMENTS.get(scenario.environment)
+    params = dict(scenario.params)
+    if "horizon" in inspect.signature(cls.__init__).parameters and "horizon" not in params:
+        params["horizon"] = horizon
+    return ENVIRONMENTS.create(scenario.environment, **params)
+
+
+def build_policy(spec: PolicySpec, env: Environment, horizon: int) -> Policy:
+    """The policy, with ``n_arms``, ``n_features`` and ``horizon`` filled in from the environment."""
+    cls = POLICIES.get(spec.policy)
+    accepted = inspect.signature(cls.__init__).parameters
+    params = dict(spec.params)
+    for name, value in (("n_arms", env.n_arms), ("n_features", env.context_dim), ("horizon", horizon)):
+        if name in accepted and name not in params and value is not None:
+            params[name] = value
+    return POLICIES.create(spec.policy, **params)
+
+
+def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
+    """Run one unit; a failure is returned as a result with ``error`` set, never raised."""
+    start = time.perf_counter()
+    try:
+        if unit.scenario.runner:
+            return _import(unit.scenario.runner)(unit, progress=progress)
+        env = build_environment(unit.scenario, unit.horizon)
+        policy = build_policy(unit.policy, env, unit.horizon)
+        result = simulate(
+            env,
+            policy,
+            unit.horizon,
+            n_runs=unit.scenario.n_runs,
+            seed=unit.seeds(),
+            n_checkpoints=unit.n_checkpoints,
+            progress=progress,
+            description=f"{unit.scenario_name} / {unit.policy.label}",
+        )
+        metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
+        return UnitResult.from_simulation(unit, result, metrics, extras={"counts": result.counts.sum(axis=0).tolist()})
+    except Exception:  # noqa: BLE001 - a unit's failure is data: it is reported, not raised
+        return UnitResult(
+            unit_id=unit.unit_id,
+            scenario=unit.scenario_name,
+            policy=unit.policy.label,
+            horizon=unit.horizon,
+            n_runs=unit.scenario.n_runs,
+            wall_time=time.perf_counter() - start,
+            error=traceback.format_exc(),
+        )
