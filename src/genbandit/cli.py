@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import shlex
 import sys
@@ -14,6 +15,10 @@ from .experiments.config import builtin_configs, load_config
 from .experiments.runner import BACKENDS, run_experiment
 
 log = logging.getLogger("genbandit")
+
+#: Parts that add their own subcommands (``genbandit specdec ...``, ``genbandit serve``): each module
+#: has ``register(subparsers)`` and imports its optional dependencies only when its command runs.
+SUBCOMMAND_MODULES = ("genbandit.specdec.cli", "genbandit.router.cli")
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     _add_run_options(rep)
 
     sub.add_parser("list", help="list policies, environments, reproductions and backends")
+    for module in SUBCOMMAND_MODULES:
+        try:
+            plugin = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name and module.startswith(exc.name):
+                continue  # that part is not in this installation
+            raise
+        plugin.register(sub)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -62,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             _list()
             return 0
+        if hasattr(args, "handler"):
+            return int(args.handler(args) or 0)
         if args.command == "run":
             return _run(args.config, args, command)
         if args.name == "all":
