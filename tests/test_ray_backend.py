@@ -122,12 +122,12 @@ def test_failing_units_are_reported_and_the_rest_completes(tmp_path):
 
 def test_a_task_that_dies_is_retried(tmp_path):
     (tmp_path / "markers").mkdir()
-    crashy = {"name": "crashy", "runner": f"{MODULE}:dies_once", "params": {"means": [0.3, 0.6], "marker": str(tmp_path / "markers")}}
+    crashy = {"name": "crashy", "runner": f"{MODULE}:dies_once", "params": {"means": [0.3, 0.6], "marker": str(tmp_path / "markers")}, "policies": ["UCB1"]}
     outcome = run_experiment(_config(scenarios=[crashy]), tmp_path / "out", backend="ray", backend_options={"max_retries": 2}, progress=False)
     assert outcome["failed"] == []
-    assert len(list((tmp_path / "markers").iterdir())) == 3  # every unit crashed once ...
+    assert len(list((tmp_path / "markers").iterdir())) == 1  # the unit crashed once ...
     # ... and its retry gave exactly what an uninterrupted run gives
-    plain = _config(scenarios=[{"name": "crashy", "environment": "bernoulli-arms", "params": {"means": [0.3, 0.6]}}])
+    plain = _config(scenarios=[{"name": "crashy", "environment": "bernoulli-arms", "params": {"means": [0.3, 0.6]}, "policies": ["UCB1"]}])
     run_experiment(plain, tmp_path / "plain", backend="local", progress=False)
     assert _bytes(tmp_path / "out", "results.parquet") == _bytes(tmp_path / "plain", "results.parquet")
 
@@ -188,3 +188,14 @@ def test_missing_ray_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what an installation without Ray sees
     with pytest.raises(InvalidParameterError, match=r"pip install genbandit\[ray\]"):
         list(ray_backend.ray_backend(plan_units(_config()), {}))
+
+
+def test_workers_import_the_modules_that_registered_a_plugin_policy(tmp_path):
+    import ray_plugin  # registers "ray-test-plugin-random" in this process only
+
+    scenario = {"name": "plug", "environment": "bernoulli-arms", "params": {"means": [0.3, 0.6]}}
+    config = _config(scenarios=[scenario], policies=[{"label": "plugin", "policy": ray_plugin.PluginRandom.name}])
+    outcome = run_experiment(config, tmp_path / "ray", backend="ray", progress=False)
+    assert outcome["failed"] == []
+    run_experiment(config, tmp_path / "local", backend="local", progress=False)
+    assert _bytes(tmp_path / "local", "results.parquet") == _bytes(tmp_path / "ray", "results.parquet")

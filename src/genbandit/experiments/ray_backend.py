@@ -31,6 +31,10 @@ Options (``backend_options``; the CLI passes ``address``):
     million units does not put a million tasks in the scheduler.
 ``local_cpus``
     CPUs of a local instance started here (default: all of this machine's).
+``imports``
+    Modules each worker imports before running a unit. Modules outside genbandit that registered
+    the policies, environments and metrics a unit names are found and imported automatically;
+    classes defined in ``__main__`` cannot be, so put them in an importable module.
 ``runtime_env``
     Passed to ``ray.init`` (for example ``{"pip": ["genbandit[ray]"]}`` on a cluster whose nodes
     lack genbandit).
@@ -38,12 +42,16 @@ Options (``backend_options``; the CLI passes ``address``):
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..core.registry import ENVIRONMENTS, POLICIES
 from ..core.validation import InvalidParameterError
+from .metrics import METRICS
 from .runner import register_backend
 from .units import Unit, UnitResult, run_unit
 
@@ -61,9 +69,34 @@ def _import_ray() -> Any:
     return ray
 
 
-def _run_unit_task(unit: Unit) -> UnitResult:
-    """What a worker runs: the unit, exactly as the local backend runs it."""
+def _run_unit_task(unit: Unit, modules: tuple[str, ...] = ()) -> UnitResult:
+    """What a worker runs: the unit, exactly as the local backend runs it.
+
+    ``modules`` register the policies, environments and metrics the unit names that are not
+    genbandit's own; a worker is a fresh process, so it imports them first.
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return _failed(unit, traceback.format_exc() + f"The worker could not import {module!r}: install it on every node of the cluster.")
     return run_unit(unit, progress=False)
+
+
+def _plugin_modules(unit: Unit, extra: tuple[str, ...]) -> tuple[str, ...]:
+    """Modules outside genbandit that registered what ``unit`` uses (in this process)."""
+    found = list(extra)
+    owners = []
+    if unit.policy.policy in POLICIES:
+        owners.append(POLICIES.get(unit.policy.policy))
+    if unit.scenario.environment and unit.scenario.environment in ENVIRONMENTS:
+        owners.append(ENVIRONMENTS.get(unit.scenario.environment))
+    owners += [METRICS[name][0] for name in unit.metrics if name in METRICS]
+    for owner in owners:
+        module = getattr(owner, "__module__", "") or ""
+        if module and module != "__main__" and module.split(".")[0] != "genbandit" and module not in found:
+            found.append(module)
+    return tuple(found)
 
 
 def _failed(unit: Unit, error: str, wall_time: float = 0.0) -> UnitResult:
@@ -79,8 +112,10 @@ def _failed(unit: Unit, error: str, wall_time: float = 0.0) -> UnitResult:
 
 
 def _local_runtime_env() -> dict:
-    """Workers of a local instance import genbandit from where this process found it."""
+    """Workers of a local instance import genbandit from where this process found it (a source checkout)."""
     package_root = str(Path(__file__).resolve().parents[2])
+    if Path(package_root).name in ("site-packages", "dist-packages"):
+        return {}  # installed: workers find it as this process did
     paths = [package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != package_root]
     return {"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}
 
@@ -116,6 +151,7 @@ def ray_backend(units: list[Unit], options: dict) -> Iterator[UnitResult]:
     num_cpus = float(options.get("num_cpus", 1))
     if max_retries < 0 or num_cpus <= 0:
         raise InvalidParameterError(f"max_retries must be >= 0 and num_cpus > 0. Got {max_retries!r} and {num_cpus!r} instead.")
+    imports = tuple(options.get("imports", ()))
     started_here = _connect(ray, options)
     try:
         task = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(_run_unit_task)
@@ -127,7 +163,7 @@ def ray_backend(units: list[Unit], options: dict) -> Iterator[UnitResult]:
             while queue or pending:
                 while queue and len(pending) < window:
                     unit = queue.pop()
-                    pending[task.remote(unit)] = (unit, time.perf_counter())
+                    pending[task.remote(unit, _plugin_modules(unit, imports))] = (unit, time.perf_counter())
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
                     unit, submitted = pending.pop(ref)
