@@ -154,15 +154,17 @@ def _version(library: str) -> str:
 def _measure(library: str, algorithm: str, args: argparse.Namespace) -> dict:
     python = args.smpy_python if library == "SMPyBandits" else sys.executable
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    cmd = [python, str(Path(__file__).resolve()), "--worker", library, algorithm, str(args.horizon), str(args.runs), str(args.seed)]
+    runs = args.mabwiser_runs if library == "MABWiser" and args.mabwiser_runs else args.runs
+    cmd = [python, str(Path(__file__).resolve()), "--worker", library, algorithm, str(args.horizon), str(runs), str(args.seed)]
     load_before = os.getloadavg()[0]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{library} {algorithm} failed:\n{proc.stderr}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["load"] = (load_before, os.getloadavg()[0])
-    out["pulls_per_second"] = args.horizon * args.runs / out["wall"]
-    out["pulls_per_cpu_second"] = args.horizon * args.runs / out["cpu"]
+    out["runs"] = runs
+    out["pulls_per_second"] = args.horizon * runs / out["wall"]
+    out["pulls_per_cpu_second"] = args.horizon * runs / out["cpu"]
     regrets = np.asarray(out["regrets"])
     out["mean"], out["stderr"] = float(regrets.mean()), float(regrets.std(ddof=1) / math.sqrt(regrets.size))
     print(f"{library:12} {algorithm:9} {out['pulls_per_second']:12,.0f} pulls/s {out['pulls_per_cpu_second']:12,.0f} pulls/cpu-s  regret {out['mean']:.1f} ± {out['stderr']:.1f}  load {load_before:.2f}", flush=True)
@@ -211,15 +213,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--libraries", nargs="+", default=list(LIBRARIES), choices=LIBRARIES)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")
+    parser.add_argument("--from-json", type=Path, help="reuse the measurements in this file (from --json) and run only the missing ones")
+    parser.add_argument("--mabwiser-runs", type=int, help="runs for MABWiser, the slowest peer (default: --runs)")
     args = parser.parse_args(argv)
     command = "PYTHONPATH=src python benchmarks/peers_classic.py " + " ".join(argv)
 
     measured: dict[tuple[str, str], dict] = {}
+    if args.from_json:
+        for key, value in json.loads(args.from_json.read_text()).items():
+            library, algorithm = key.split("/")
+            if library in args.libraries:
+                measured[(library, algorithm)] = value
     args.out.parent.mkdir(parents=True, exist_ok=True)
     # The slowest peer last; the doc is rewritten after every measurement, so a stopped run keeps what it has.
     order = sorted(((lib, alg) for lib in args.libraries for alg in ALGORITHMS), key=lambda k: (k[0] == "MABWiser", ALGORITHMS.index(k[1])))
     for library, algorithm in order:
-        measured[(library, algorithm)] = _measure(library, algorithm, args)
+        if (library, algorithm) not in measured:
+            measured[(library, algorithm)] = _measure(library, algorithm, args)
         if args.json:
             args.json.write_text(json.dumps({f"{k[0]}/{k[1]}": v for k, v in measured.items()}, indent=1))
         args.out.write_text(_render(measured, {}, args, command))
@@ -237,14 +247,16 @@ def _render(measured: dict, profiles: dict, args: argparse.Namespace, command: s
         f"- generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}; 1-minute load average {min(loads):.2f} to {max(loads):.2f} "
         "during the measurements (a shared machine: absolute speeds are inflated by contention; the ratios were taken in the same run)",
-        f"- instance: Bernoulli arms with means {list(MEANS)}; horizon T = {args.horizon:,}; {args.runs} runs; seed {args.seed}",
+        f"- instance: Bernoulli arms with means {list(MEANS)}; horizon T = {args.horizon:,}; {args.runs} runs "
+        + (f"({args.mabwiser_runs} for MABWiser, the slowest peer, to fit the time available on a loaded machine)" if args.mabwiser_runs else "")
+        + f"; seed {args.seed} (run r uses seed + r)",
         "- pulls/s = T x runs / seconds of the measured games (a warm-up game first, in the same process, so imports and "
         "JIT compilation are not counted), by wall clock and by the process's CPU time (every player is single-threaded; "
         "CPU time is the steadier measure on a shared machine); final regret = pseudo-regret at T, mean ± stderr over the runs",
         "- each (library, algorithm) ran in its own fresh process, one after the other, single-threaded peers as documented",
         "",
-        "| algorithm | library | version | pulls/s (wall) | speed-up (wall) | pulls/s (CPU time) | speed-up (CPU) | final regret (mean ± stderr) | Welch t vs genbandit | p-value |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| algorithm | library | version | runs | pulls/s (wall) | speed-up (wall) | pulls/s (CPU time) | speed-up (CPU) | final regret (mean ± stderr) | Welch t vs genbandit | p-value |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     verdicts = []
     for algorithm in ALGORITHMS:
@@ -262,7 +274,7 @@ def _render(measured: dict, profiles: dict, args: argparse.Namespace, command: s
                 speed, speed_cpu, t, p = f"{ratio:,.1f}x", f"{ratio_cpu:,.1f}x", f"{stat:+.2f}", f"{pvalue:.3f}"
                 verdicts.append((algorithm, library, ratio, ratio_cpu, pvalue))
             lines.append(
-                f"| {algorithm} | {library} | {m['version']} | {m['pulls_per_second']:,.0f} | {speed} | {m['pulls_per_cpu_second']:,.0f} | {speed_cpu} "
+                f"| {algorithm} | {library} | {m['version']} | {m.get('runs', args.runs)} | {m['pulls_per_second']:,.0f} | {speed} | {m['pulls_per_cpu_second']:,.0f} | {speed_cpu} "
                 f"| {m['mean']:.1f} ± {m['stderr']:.1f} | {t} | {p} |"
             )
     lines += ["", "## Verdict", ""]

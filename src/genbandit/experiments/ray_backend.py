@@ -137,7 +137,13 @@ def _connect(ray: Any, options: dict) -> bool:
     try:
         ray.init(**kwargs)
     except ConnectionError as exc:
-        raise InvalidParameterError(f"Could not connect to the Ray cluster at {address!r}: {exc}") from exc
+        hint = ""
+        if not os.environ.get("RAY_AUTH_MODE"):
+            hint = (
+                " If the cluster uses token authentication (recent Ray versions turn it on by default), set "
+                "RAY_AUTH_MODE=token and give this process the cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)."
+            )
+        raise InvalidParameterError(f"Could not connect to the Ray cluster at {address!r}: {exc}.{hint}") from exc
     return True
 
 
