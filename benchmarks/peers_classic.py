@@ -61,6 +61,14 @@ def _gaps() -> np.ndarray:
     return means.max() - means
 
 
+def _time_games(game, horizon: int, runs: int, seed: int) -> tuple[float, float, list[float]]:
+    """Warm up with a short game, then play ``runs`` games one after the other: (wall s, CPU s, regrets)."""
+    game(200, seed + 10**6)
+    start, cpu = time.perf_counter(), time.process_time()
+    regrets = [game(horizon, seed + run) for run in range(runs)]
+    return time.perf_counter() - start, time.process_time() - cpu, regrets
+
+
 def _play_genbandit(algorithm: str, horizon: int, runs: int, seed: int) -> tuple[float, float, list[float]]:
     from genbandit import BernoulliArms, ThompsonSampling, UCB1, simulate
 
@@ -96,10 +104,7 @@ def _play_smpybandits(algorithm: str, horizon: int, runs: int, seed: int) -> tup
             regret += gaps[arm]
         return regret
 
-    game(200, seed + 10**6)  # warm-up
-    start, cpu = time.perf_counter(), time.process_time()
-    regrets = [game(horizon, seed + run) for run in range(runs)]
-    return time.perf_counter() - start, time.process_time() - cpu, regrets
+    return _time_games(game, horizon, runs, seed)
 
 
 def _play_mabwiser(algorithm: str, horizon: int, runs: int, seed: int) -> tuple[float, float, list[float]]:
@@ -122,10 +127,7 @@ def _play_mabwiser(algorithm: str, horizon: int, runs: int, seed: int) -> tuple[
             regret += gaps[arm]
         return regret
 
-    game(200, seed + 10**6)  # warm-up
-    start, cpu = time.perf_counter(), time.process_time()
-    regrets = [game(horizon, seed + run) for run in range(runs)]
-    return time.perf_counter() - start, time.process_time() - cpu, regrets
+    return _time_games(game, horizon, runs, seed)
 
 
 PLAYERS = {"genbandit": _play_genbandit, "SMPyBandits": _play_smpybandits, "MABWiser": _play_mabwiser}

@@ -79,7 +79,7 @@ def _run_unit_task(unit: Unit, modules: tuple[str, ...] = ()) -> UnitResult:
         try:
             importlib.import_module(module)
         except ImportError:
-            return _failed(unit, traceback.format_exc() + f"The worker could not import {module!r}: install it on every node of the cluster.")
+            return UnitResult.failure(unit, traceback.format_exc() + f"The worker could not import {module!r}: install it on every node of the cluster.")
     return run_unit(unit, progress=False)
 
 
@@ -97,18 +97,6 @@ def _plugin_modules(unit: Unit, extra: tuple[str, ...]) -> tuple[str, ...]:
         if module and module != "__main__" and module.split(".")[0] != "genbandit" and module not in found:
             found.append(module)
     return tuple(found)
-
-
-def _failed(unit: Unit, error: str, wall_time: float = 0.0) -> UnitResult:
-    return UnitResult(
-        unit_id=unit.unit_id,
-        scenario=unit.scenario_name,
-        policy=unit.policy.label,
-        horizon=unit.horizon,
-        n_runs=unit.scenario.n_runs,
-        wall_time=wall_time,
-        error=error,
-    )
 
 
 def _local_runtime_env() -> dict:
@@ -177,7 +165,7 @@ def ray_backend(units: list[Unit], options: dict) -> Iterator[UnitResult]:
                         result = ray.get(ref)
                     except Exception as exc:  # noqa: BLE001 - the worker died max_retries + 1 times
                         message = f"{exc}\n{type(exc).__name__}: the Ray task died {max_retries + 1} times (max_retries={max_retries})"
-                        result = _failed(unit, message, time.perf_counter() - submitted)
+                        result = UnitResult.failure(unit, message, time.perf_counter() - submitted)
                     yield result
         finally:
             for ref in pending:  # an interrupt: stop what is queued or running
