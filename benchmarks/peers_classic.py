@@ -44,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: What each library is asked to run, so that all three play the same algorithm.
 CONFIGURATION = {
-    ("genbandit", "UCB1"): "`UCB1(n_arms=10, alpha=2.0)`: mean + sqrt(2 ln t / n), untried arms first (random order), random tie-break",
+    ("genbandit", "UCB1"): "`UCB1(n_arms=10, alpha=2.0)`: mean + sqrt(2 ln t / n), untried arms first; ties (untried arms included) "
+    "by a random order of the arms drawn per run at reset",
     ("SMPyBandits", "UCB1"): "`Policies.UCB(10)`: mean + sqrt(2 ln t / n) (`UCB.computeAllIndex`), untried arms index +inf, random tie-break",
     ("MABWiser", "UCB1"): "`LearningPolicy.UCB1(alpha=1.0)`: mean + alpha sqrt(2 ln t / n) (`_UCB1._get_ucb`); "
     "an untried arm's expectation is 0 in MABWiser, so the game starts with `fit` on one pull of each arm (the same "
@@ -248,7 +249,7 @@ def _render(measured: dict, profiles: dict, args: argparse.Namespace, command: s
         f"- command: `{command.strip()}` (SMPyBandits in its own virtual environment, see the script's docstring)",
         f"- generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}; 1-minute load average {min(loads):.2f} to {max(loads):.2f} "
-        "during the measurements (a shared machine: absolute speeds are inflated by contention; the ratios were taken in the same run)",
+        "during the measurements (a shared machine: absolute speeds are inflated by contention; the ratios compare measurements taken minutes apart at similar load)",
         f"- instance: Bernoulli arms with means {list(MEANS)}; horizon T = {args.horizon:,}; {args.runs} runs "
         + (f"({args.mabwiser_runs} for MABWiser, the slowest peer, to fit the time available on a loaded machine)" if args.mabwiser_runs else "")
         + f"; seed {args.seed} (run r uses seed + r)",
