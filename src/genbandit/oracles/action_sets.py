@@ -25,7 +25,7 @@ from ..core.validation import InvalidParameterError
 from .knapsack import knapsack_table, solve_knapsack
 from .transport import greedy_two_demanders, solve_transport, transport_constraints, transport_plans
 
-__all__ = ["ActionSet", "TransportActions", "KnapsackActions", "make_action_set", "decompose", "decompose_batch", "sample_from_hull", "systematic_sample"]
+__all__ = ["ActionSet", "TransportActions", "KnapsackActions", "make_action_set", "decompose", "decompose_batch", "sample_from_hull", "systematic_sample", "round_two_demanders"]
 
 ENUMERATION_LIMIT = 5000
 
@@ -338,12 +338,38 @@ def _decompose_lp(x: np.ndarray, space: ActionSet) -> tuple[np.ndarray, np.ndarr
 
 
 def systematic_sample(z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Select items with marginals ``z`` ``(n_runs, k)`` (``sum z`` an integer) exactly ``sum z`` at a time.
+    """Select items with marginals ``z`` ``(n_runs, k)`` in [0, 1], exactly ``round(sum z)`` of them per run.
 
     Systematic sampling: with ``C_k`` the running sum and one ``U ~ U[0, 1)`` per run, item ``k``
-    is selected iff an integer ``j`` has ``C_{k-1} <= j + U < C_k``; ``P(select k) = z_k``.
+    is selected iff an integer ``j`` has ``C_{k-1} <= j + U < C_k``; ``P(select k) = z_k``. The
+    running sum is rescaled to end exactly on the integer total, so rounding never changes the count.
+
+    >>> systematic_sample(np.array([[0.5, 0.5, 1.0, 0.0]]), np.random.default_rng(0)).tolist()
+    [[0, 1, 1, 0]]
     """
-    c = np.cumsum(z, axis=1)
-    c_prev = c - z
+    total = z.sum(axis=1, keepdims=True)
+    target = np.round(total)
+    c = np.cumsum(z, axis=1) * np.where(total > 0, target / np.where(total > 0, total, 1), 0)
+    c[:, -1:] = target
+    c_prev = np.concatenate([np.zeros((z.shape[0], 1)), c[:, :-1]], axis=1)
     u = rng.random((z.shape[0], 1))
     return (np.floor(c - u) - np.floor(c_prev - u) > 0.5).astype(np.int64)
+
+
+def round_two_demanders(x: np.ndarray, supply, rng: np.random.Generator) -> np.ndarray:
+    """An integer plan per run with expectation ``x`` ``(n_runs, n_sup * 2)`` (two demanders, any supplies).
+
+    A plan is fixed by its first column; round ``x_x1`` down and send one more unit on the edges
+    picked by :func:`systematic_sample` on the fractional parts: the column sum stays exact, every
+    entry stays between ``floor`` and ``ceil`` of ``x`` (so within the plan's bounds), and
+    ``E[a] = x``. The outcomes, as ``U`` sweeps [0, 1), are at most ``n_sup + 1`` plans: a convex
+    decomposition of ``x`` into feasible actions, drawn from in ``O(d)``.
+    """
+    first = x[:, 0::2]
+    base = np.floor(first + 1e-12)
+    frac = np.clip(first - base, 0.0, 1.0)
+    col = base.astype(np.int64) + systematic_sample(frac, rng)
+    plan = np.empty(x.shape, dtype=np.int64)
+    plan[:, 0::2] = col
+    plan[:, 1::2] = np.asarray(supply, dtype=np.int64)[None, :] - col
+    return plan

@@ -31,7 +31,7 @@ import numpy as np
 from ..core.base import Environment, Policy
 from ..core.registry import register_policy
 from ..core.validation import Interval, InvalidInputError, InvalidParameterError, Options, check_finite_array
-from ..oracles.action_sets import ActionSet, TransportActions, make_action_set, sample_from_hull, systematic_sample
+from ..oracles.action_sets import ActionSet, TransportActions, make_action_set, round_two_demanders, sample_from_hull
 
 __all__ = ["GenCTS", "GenLBINFV", "CTSDup", "LBINFVDup", "CUCB", "pack_samples", "hybrid_regularizer"]
 
@@ -322,8 +322,10 @@ class GenLBINFV(_MultiPlay):
     Each round: prediction ``q`` (LS, eq. 87: ``(1/2 + sum of samples) / (1 + number of
     samples)``; or GD, eq. 8, step ``eta``), FTRL point
     ``x = argmin_{conv(A)} <q + sum_s lhat(s), x> + sum_i beta_i phi_i(x_i)`` (Newton's method),
-    an allocation sampled with mean ``x`` (face-walking decomposition; systematic sampling on
-    binary two-demander sets), then the estimator ``lhat_i = q_i + a_i (k_i - q_i) / x_i`` and the
+    an allocation sampled with mean ``x`` (``sampler="decomposition"``: face-walking Caratheodory
+    decomposition, any transport set; ``"rounding"``, the default, used with two demanders:
+    systematic rounding of the first column, also a decomposition into at most ``d + 1`` plans,
+    in ``O(d)``), then the estimator ``lhat_i = q_i + a_i (k_i - q_i) / x_i`` and the
     learning rates ``beta_i^2 += alpha_i / gamma`` (eqs. 10, 39), ``gamma = log T``.
     ``epsilon`` is ``eps_i / n_i`` (so ``beta_i(1) = 1 + epsilon``). Transport action sets only:
     its convex hull is the transportation polytope, ``{x >= 0 : A x = b}``.
@@ -345,15 +347,27 @@ class GenLBINFV(_MultiPlay):
         "epsilon": [Interval(Real, 0, 0.5, "right")],
         "mode": [Options(("LS", "GD"))],
         "eta": [Interval(Real, 0, 0.5, "neither")],
+        "sampler": [Options(("rounding", "decomposition"))],
     }
 
-    def __init__(self, n_arms: int, action_set: dict, horizon: int, epsilon: float = 0.2, mode: str = "LS", eta: float = 0.25, seed=None) -> None:
+    def __init__(
+        self,
+        n_arms: int,
+        action_set: dict,
+        horizon: int,
+        epsilon: float = 0.2,
+        mode: str = "LS",
+        eta: float = 0.25,
+        sampler: str = "rounding",
+        seed=None,
+    ) -> None:
         self.n_arms = n_arms
         self.action_set = action_set
         self.horizon = horizon
         self.epsilon = epsilon
         self.mode = mode
         self.eta = eta
+        self.sampler = sampler
         self.seed = seed
 
     def _check_params(self) -> None:
@@ -370,10 +384,9 @@ class GenLBINFV(_MultiPlay):
     def gamma(self) -> float:
         return float(np.log(self.horizon))
 
-    @functools.cached_property
-    def binary_two_demanders(self) -> bool:
-        space = self.learning_space
-        return bool(np.all(space.supply == 1) and space.demand.size == 2)
+    @property
+    def two_demanders(self) -> bool:
+        return self.learning_space.demand.size == 2
 
     def _init_state(self, n_runs: int) -> None:
         space = self.learning_space
@@ -397,11 +410,8 @@ class GenLBINFV(_MultiPlay):
         n = space.caps.astype(float)
         self._x = newton_ftrl(q + self._lhat, np.sqrt(self._beta2), self._x, n, space.A, self.gamma)
         self._q = q
-        if self.binary_two_demanders:
-            first = systematic_sample(self._x[:, 0::2], self._rng)
-            z = np.empty_like(self._x, dtype=np.int64)
-            z[:, 0::2] = first
-            z[:, 1::2] = 1 - first
+        if self.sampler == "rounding" and self.two_demanders:
+            z = round_two_demanders(self._x, self.learning_space.supply, self._rng)
         else:
             z = sample_from_hull(self._x, space, self._rng)
         return self._play(z)
