@@ -120,7 +120,7 @@ class _MultiPlay(Policy):
         if pending is not None and pending.shape[0] == actions.shape[0] and np.array_equal(pending @ self.owner_matrix, actions):
             z = pending
         else:
-            z = self.learning_space.expand(actions)
+            z = self.space.expand(actions)
         owner = self.learning_space.owner
         order = np.argsort(owner, kind="stable")
         zs = z[:, order]
@@ -273,14 +273,17 @@ def hybrid_regularizer(x, n, gamma: float, order: int = 0) -> np.ndarray:
     return 1 / (n * u * u) + gamma / (n * (1 - u))
 
 
-def newton_ftrl(c: np.ndarray, beta: np.ndarray, x0: np.ndarray, n: np.ndarray, A: np.ndarray, gamma: float, tol: float = 1e-12) -> np.ndarray:
+def newton_ftrl(c: np.ndarray, beta: np.ndarray, x0: np.ndarray, n: np.ndarray, A: np.ndarray, gamma: float, tol: float = 1e-20) -> np.ndarray:
     """``argmin_{A x = A x0} <c, x> + sum_i beta_i phi_i(x_i)`` for every run by damped Newton (spec 2.2.3a).
 
     ``c``, ``beta``, ``x0`` ``(n_runs, d)``; ``x0`` strictly inside ``(0, n)`` and feasible.
     The barrier keeps ``x > 0`` and the entropy term ``x < n``; steps keep 1% of the distance
-    to the boundary and backtrack (Armijo) while the Newton decrement is large.
+    to the boundary and backtrack (Armijo) while the Newton decrement is large. A run stops when
+    its squared decrement falls under ``tol`` or after three more steps once it is under 1e-10
+    (quadratic convergence: rounding, not the iterate, limits it then).
     """
     x = x0.copy()
+    extra = np.zeros(x.shape[0], dtype=np.int64)
     for _ in range(100):
         g = c + beta * hybrid_regularizer(x, n, gamma, 1)
         h = beta * hybrid_regularizer(x, n, gamma, 2)
@@ -291,7 +294,8 @@ def newton_ftrl(c: np.ndarray, beta: np.ndarray, x0: np.ndarray, n: np.ndarray, 
         w = np.linalg.solve(M, rhs)[:, :, 0]
         dx = -(g + w @ A) * hinv
         lam2 = (dx * dx * h).sum(axis=1)
-        active = lam2 > tol
+        extra += lam2 < 1e-10
+        active = (lam2 > tol) & (extra <= 3)
         if not active.any():
             break
         with np.errstate(divide="ignore"):
