@@ -132,6 +132,14 @@ class TransportSemiBandit(Environment):
         """The action set as a policy takes it (``{"kind": "transport", ...}``)."""
         return self.space.spec()
 
+    def sample_actions(self, rng: np.random.Generator, n_runs: int) -> np.ndarray:
+        """Random feasible allocations ``(n_runs, n_arms)`` (uniform over the set when it can be listed)."""
+        space = self.space
+        plans = space.plans()
+        if plans is not None:
+            return plans[rng.integers(len(plans), size=n_runs)]
+        return space.best(rng.random((n_runs, space.n_arms)))
+
     @property
     def max_horizon(self) -> int | None:  # type: ignore[override]
         return None if self.regime == "stochastic" else int(self.horizon)
@@ -225,6 +233,14 @@ class KnapsackSemiBandit(Environment):
     @property
     def action_set(self) -> dict:
         return self.space.spec()
+
+    def sample_actions(self, rng: np.random.Generator, n_runs: int) -> np.ndarray:
+        """Random feasible allocations ``(n_runs, n_arms)`` (uniform over the set when it can be listed)."""
+        space = self.space
+        plans = space.plans()
+        if plans is not None:
+            return plans[rng.integers(len(plans), size=n_runs)]
+        return space.best(rng.random((n_runs, space.n_arms)))
 
     def _init_state(self, n_runs: int) -> None:
         self._mu = np.asarray(self.means, dtype=float)
