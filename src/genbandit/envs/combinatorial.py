@@ -10,6 +10,7 @@ player observes the first ``a_i``). ``regret`` is the pseudo-regret ``(a - a*) .
 
 from __future__ import annotations
 
+import functools
 from numbers import Integral, Real
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from ..core.base import Environment, Step
 from ..core.registry import register_environment
 from ..core.validation import ArrayOf, Interval, InvalidInputError, InvalidParameterError, Options
-from ..oracles.action_sets import KnapsackActions, TransportActions
+from ..oracles.action_sets import ActionSet, KnapsackActions, TransportActions
 
 __all__ = ["TransportSemiBandit", "KnapsackSemiBandit", "flip_schedule"]
 
@@ -46,8 +47,33 @@ def flip_schedule(regime: str, horizon: int, switch_round: int = 2000, first_blo
     return out
 
 
+class _AllocationEnvironment(Environment):
+    """What both MP-CSB environments share: the action set, its checks and random feasible actions."""
+
+    action_kind = "allocation"
+    space: ActionSet
+
+    @property
+    def action_set(self) -> dict:
+        """The action set as a policy takes it (``{"kind": "transport", ...}``)."""
+        return self.space.spec()
+
+    def sample_actions(self, rng: np.random.Generator, n_runs: int) -> np.ndarray:
+        """Random feasible allocations ``(n_runs, n_arms)`` (uniform over the set when it can be listed)."""
+        plans = self.space.plans()
+        if plans is not None:
+            return plans[rng.integers(len(plans), size=n_runs)]
+        return self.space.best(rng.random((n_runs, self.space.n_arms)))
+
+    def _check_actions(self, actions: np.ndarray) -> np.ndarray:
+        acts = super()._check_actions(actions)
+        if not self.space.contains(acts).all():
+            raise InvalidInputError(f"{type(self).__name__}.step needs allocations in {self.action_set}. Got {acts.tolist()} instead.")
+        return acts
+
+
 @register_environment("transport-semi-bandit", "mp-csb-transport")
-class TransportSemiBandit(Environment):
+class TransportSemiBandit(_AllocationEnvironment):
     """Optimal-transport MP-CSB (MP-CSB paper, Section 5 and eq. 3): trucks from suppliers to demanders.
 
     Arm ``(x, y)`` (index ``x * n_dem + y``) has mean cost ``c_xy``; a truck on it reports a
@@ -65,7 +91,6 @@ class TransportSemiBandit(Environment):
     """
 
     name = "transport-semi-bandit"
-    action_kind = "allocation"
     _parameter_constraints = {
         "supply": [ArrayOf(Interval(Integral, 1, None, "left"))],
         "demand": [ArrayOf(Interval(Integral, 1, None, "left"))],
@@ -115,7 +140,7 @@ class TransportSemiBandit(Environment):
             if c.shape != (len(self.supply), len(self.demand)) or np.any(c < 0) or np.any(c > 0.5):
                 raise InvalidParameterError(f"The 'costs' parameter of TransportSemiBandit must be a {space.supply.size}x{space.demand.size} matrix in [0, 0.5].")
 
-    @property
+    @functools.cached_property
     def space(self) -> TransportActions:
         return TransportActions(self.supply, self.demand)
 
@@ -126,19 +151,6 @@ class TransportSemiBandit(Environment):
     @property
     def n_max(self) -> int:
         return int(min(max(self.supply), max(self.demand)))
-
-    @property
-    def action_set(self) -> dict:
-        """The action set as a policy takes it (``{"kind": "transport", ...}``)."""
-        return self.space.spec()
-
-    def sample_actions(self, rng: np.random.Generator, n_runs: int) -> np.ndarray:
-        """Random feasible allocations ``(n_runs, n_arms)`` (uniform over the set when it can be listed)."""
-        space = self.space
-        plans = space.plans()
-        if plans is not None:
-            return plans[rng.integers(len(plans), size=n_runs)]
-        return space.best(rng.random((n_runs, space.n_arms)))
 
     @property
     def max_horizon(self) -> int | None:  # type: ignore[override]
@@ -159,12 +171,6 @@ class TransportSemiBandit(Environment):
         flipped = int(self._flips.sum())
         total_mean = (self._flips.size - flipped) * c + flipped * (1 - c)
         self._best = space.best(total_mean)
-
-    def _check_actions(self, actions: np.ndarray) -> np.ndarray:
-        acts = super()._check_actions(actions)
-        if not self.space.contains(acts).all():
-            raise InvalidInputError(f"{type(self).__name__}.step needs transport plans of its margins. Got {acts.tolist()} instead.")
-        return acts
 
     def _step(self, actions: np.ndarray) -> Step:
         flipped = bool(self._flips[self._t]) if self._t < self._flips.size else False
@@ -187,7 +193,7 @@ class TransportSemiBandit(Environment):
 
 
 @register_environment("knapsack-semi-bandit", "mp-csb-knapsack")
-class KnapsackSemiBandit(Environment):
+class KnapsackSemiBandit(_AllocationEnvironment):
     """Online-advertising knapsack MP-CSB (MP-CSB paper, Section 1.4): copies of items in a frame of size W.
 
     Item ``i`` (weight ``w_i``) may be placed up to ``n_i = W // w_i`` times; each copy returns a
@@ -201,7 +207,6 @@ class KnapsackSemiBandit(Environment):
     """
 
     name = "knapsack-semi-bandit"
-    action_kind = "allocation"
     _parameter_constraints = {
         "weights": [ArrayOf(Interval(Integral, 1, None, "left"))],
         "capacity": [Interval(Integral, 1, None, "left")],
@@ -218,7 +223,7 @@ class KnapsackSemiBandit(Environment):
         if len(self.means) != len(self.weights):
             raise InvalidParameterError("The 'means' parameter of KnapsackSemiBandit needs one value per weight.")
 
-    @property
+    @functools.cached_property
     def space(self) -> KnapsackActions:
         return KnapsackActions(self.weights, self.capacity)
 
@@ -230,27 +235,9 @@ class KnapsackSemiBandit(Environment):
     def n_max(self) -> int:
         return int(self.space.caps.max())
 
-    @property
-    def action_set(self) -> dict:
-        return self.space.spec()
-
-    def sample_actions(self, rng: np.random.Generator, n_runs: int) -> np.ndarray:
-        """Random feasible allocations ``(n_runs, n_arms)`` (uniform over the set when it can be listed)."""
-        space = self.space
-        plans = space.plans()
-        if plans is not None:
-            return plans[rng.integers(len(plans), size=n_runs)]
-        return space.best(rng.random((n_runs, space.n_arms)))
-
     def _init_state(self, n_runs: int) -> None:
         self._mu = np.asarray(self.means, dtype=float)
         self._best = self.space.best(np.tile(self._mu, (n_runs, 1)))
-
-    def _check_actions(self, actions: np.ndarray) -> np.ndarray:
-        acts = super()._check_actions(actions)
-        if not self.space.contains(acts).all():
-            raise InvalidInputError(f"{type(self).__name__}.step needs fillings within capacity {self.capacity}. Got {acts.tolist()} instead.")
-        return acts
 
     def _step(self, actions: np.ndarray) -> Step:
         n_runs = actions.shape[0]
