@@ -108,7 +108,7 @@ def _final_table(ctx: ReportContext, scenario: str) -> tuple[str, dict[str, tupl
 def report(ctx: ReportContext) -> None:
     """Figures 1 and 2, the scaling table, the knapsack comparison and the claims checked."""
     fig1 = _paper_figure(ctx, "b1", "Figure 1: stochastic regime (b1)", "figure1-b1")
-    fig2 = _paper_figure(ctx, "b2", "Figure 2: corruption at t = 2000 (b2)", "figure2-b2")
+    fig2 = _paper_figure(ctx, "b2", "Figure 2: corruption after the switch (b2)", "figure2-b2")
     fig5 = _paper_figure(ctx, "b5", "Stochastically constrained adversary (b5)", "b5-adversarial")
     for title, path, scen in (("Figure 1 (b1, stochastic)", fig1, "b1"), ("Figure 2 (b2, corrupted)", fig2, "b2"), ("B5 (adversarial)", fig5, "b5")):
         if path:
