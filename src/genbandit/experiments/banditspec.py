@@ -228,8 +228,8 @@ def e0_unit(unit: Unit, progress: bool = False) -> UnitResult:
         "bound_violations": [violations],
     }
     return UnitResult(
-        unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=unit.horizon, n_runs=n_runs,
-        rounds=res.rounds, regret=np.zeros((1, res.rounds.size)), reward=np.zeros((1, res.rounds.size)),
+        unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=unit.horizon, n_runs=1,
+        rounds=np.array([1]), regret=np.zeros((1, 1)), reward=np.zeros((1, 1)),
         metrics=metrics, extras={"counts": res.counts.sum(axis=0).tolist()}, wall_time=time.perf_counter() - start,
     )  # fmt: skip
 
@@ -372,7 +372,7 @@ def _e2_section(ctx: ReportContext, checks: list) -> None:
             mat, tps = TABLE1[model][b]["vanilla"]
             row += [cell(1.0, mat), cell(tps, tps) + " (set)"]
         lines.append("| " + " | ".join(row) + " |")
-        for label, paper_key in [(f, f.split(":")[1]) for f in fixed] + [("EXP3Spec", "EXP3Spec"), ("UCBSpec", "UCBSpec"), ("UCB1-style", None), ("released-UCB", None), ("oracle", None)]:
+        for label, paper_key in [(f, f.split(":")[1]) for f in fixed] + [("EXP3Spec", "EXP3Spec"), ("UCBSpec", "UCBSpec"), ("UCB1-style", None), ("released-UCB", None), ("UCBSpec-cr0.25", None), ("oracle", None)]:
             row = [label]
             for b in benches:
                 s = f"e2:{b}:{model}"
@@ -383,7 +383,7 @@ def _e2_section(ctx: ReportContext, checks: list) -> None:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         rows_by_model[model] = benches
-    gains = ["| scenario | best fixed arm (tokens/s) | UCBSpec tokens/s | gain | paper gain over Eagle-2 | UCBSpec >= best fixed - 2 SE | EXP3Spec gain |", "|---|---|---|---|---|---|---|"]
+    gains = ["| scenario | best fixed arm (tokens/s) | UCBSpec tokens/s | gain | paper gain over Eagle-2 | UCBSpec >= best fixed - 2 SE | EXP3Spec gain | UCBSpec-cr0.25 gain (sensitivity) |", "|---|---|---|---|---|---|---|---|"]
     all_ok = True
     detail = []
     for s in scenarios:
@@ -401,8 +401,10 @@ def _e2_section(ctx: ReportContext, checks: list) -> None:
         paper_gain = TABLE1[model][bench]["UCBSpec"][1] / TABLE1[model][bench]["Eagle-2"][1] - 1
         gain = u.mean() / f.mean() - 1
         e_gain = (e.mean() / f.mean() - 1) if e is not None else float("nan")
+        c = _values(ctx, s, "UCBSpec-cr0.25", "tokens_per_second")
+        c_gain = (c.mean() / f.mean() - 1) if c is not None else float("nan")
         ctx.add_record(s, "UCBSpec", "gain_over_best_fixed", [gain])
-        gains.append(f"| {s} | {best.split(':')[1]} ({f.mean():.1f}) | {u.mean():.1f} ± {u.std(ddof=1) / math.sqrt(u.size):.1f} | {gain:+.1%} | {paper_gain:+.1%} | {'yes' if ok else 'no'} (2 SE = {2 * se:.1f}) | {e_gain:+.1%} |")
+        gains.append(f"| {s} | {best.split(':')[1]} ({f.mean():.1f}) | {u.mean():.1f} ± {u.std(ddof=1) / math.sqrt(u.size):.1f} | {gain:+.1%} | {paper_gain:+.1%} | {'yes' if ok else 'no'} (2 SE = {2 * se:.1f}) | {e_gain:+.1%} | {c_gain:+.1%} |")
         detail.append(f"{s}: {u.mean():.1f} vs {f.mean():.1f} (2 SE {2 * se:.1f})")
     if len(gains) > 2:
         checks.append(("E2: UCBSpec tokens/s >= best fixed arm's - 2 SE on every benchmark and model", all_ok, "; ".join(detail)))

@@ -137,14 +137,14 @@ class _UCBSpecRule(Policy):
         """``cr_{i,t}`` of every arm after the completed rounds, in reward units, ``(n_runs, K)``."""
         self._ensure_state(single=False)
         with np.errstate(divide="ignore", invalid="ignore"):
-            radius = ucbspec_radius(self._counts, max(self._t, 1), self.n_arms, self._width, self.delta)
+            radius = getattr(self, "radius_scale", 1.0) * ucbspec_radius(self._counts, max(self._t, 1), self.n_arms, self._width, self.delta)
         return np.where(self._counts > 0, radius, np.inf)
 
     def _select(self, contexts):
         if self._t < self.n_arms:  # rounds 1..K: arm t (Algorithm 8, line 4)
             return np.full(self._n_runs, self._t, dtype=np.int64)
         n = np.maximum(self._counts, 1)
-        index = self._sums / n + ucbspec_radius(n, self._t, self.n_arms, 1.0, self.delta)
+        index = self._sums / n + getattr(self, "radius_scale", 1.0) * ucbspec_radius(n, self._t, self.n_arms, 1.0, self.delta)
         return index.argmax(axis=1)  # ties: lowest index (the paper leaves them open)
 
     def _update(self, actions, feedback, contexts):
@@ -160,7 +160,9 @@ class UCBSpec(_TokenReward, _UCBSpecRule):
     Each arm once (round robin), then the arm of largest ``mean_i + cr_i`` with
     ``cr_i = (L/2) sqrt((1+n_i)/n_i^2 (1 + 2 log(K t^2 sqrt(1+n_i)/delta)))``, ``t`` the completed
     rounds. ``delta = 1/2`` is the value of the proof of Theorem 4.3 (the paper's experiments do
-    not give one). Rewards are the tokens each round emits, in ``[1, L+1]``.
+    not give one). Rewards are the tokens each round emits, in ``[1, L+1]``. ``radius_scale``
+    multiplies ``cr`` (1, the paper's rule, by default; the spec suggests treating it as tunable
+    because the radius is large for responses of a few hundred tokens).
 
     >>> from genbandit.policies.speculative import UCBSpec
     >>> policy = UCBSpec(n_arms=2, max_length=4, seed=0)
@@ -173,12 +175,17 @@ class UCBSpec(_TokenReward, _UCBSpecRule):
     """
 
     name = "UCBSpec"
-    _parameter_constraints = {"max_length": [Interval(Integral, 1, None, "left")], "delta": [Interval(Real, 0, 1, "neither")]}
+    _parameter_constraints = {
+        "max_length": [Interval(Integral, 1, None, "left")],
+        "delta": [Interval(Real, 0, 1, "neither")],
+        "radius_scale": [Interval(Real, 0, None, "left")],
+    }
 
-    def __init__(self, n_arms: int, max_length: int = 4, delta: float = 0.5, seed=None) -> None:
+    def __init__(self, n_arms: int, max_length: int = 4, delta: float = 0.5, radius_scale: float = 1.0, seed=None) -> None:
         self.n_arms = n_arms
         self.max_length = max_length
         self.delta = delta
+        self.radius_scale = radius_scale
         self.seed = seed
 
 
