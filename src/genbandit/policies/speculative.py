@@ -75,6 +75,10 @@ class _TokenReward(Policy):
 
     max_length: int
 
+    @property
+    def reward_range(self) -> tuple[float, float]:  # type: ignore[override]
+        return (1.0, float(self.max_length + 1))
+
     def _check_feedback(self, feedback, actions):
         rewards = check_finite_array("reward", feedback, (self._n_runs,), type(self).__name__)
         if np.any((rewards < 1) | (rewards > self.max_length + 1)):
@@ -102,6 +106,11 @@ class _ThroughputReward(Policy):
     """Rewards are throughputs (tokens/s) in ``[0, max_reward]``; larger ones are clipped to ``max_reward``."""
 
     max_reward: float
+
+    @property
+    def reward_range(self) -> tuple[float, float]:  # type: ignore[override]
+        """The nominal range; throughputs above ``max_reward`` are accepted and clipped."""
+        return (0.0, float(self.max_reward))
 
     def _check_feedback(self, feedback, actions):
         rewards = check_finite_array("reward", feedback, (self._n_runs,), type(self).__name__)
@@ -228,9 +237,11 @@ class _EXP3SpecRule(Policy):
 
     def _update(self, actions, feedback, contexts):
         # The state has not changed since select, so these are the probabilities that drew `actions`.
+        # The floor only binds for updates of arms the policy all but never draws (p < 1e-12, an
+        # off-policy update): it keeps the importance weight, and so the state, finite.
         probs = self._probabilities(contexts)
         rows = np.arange(actions.shape[0])
-        self._cum_loss[rows, actions] += (1.0 - self._normalise(feedback)) / probs[rows, actions]
+        self._cum_loss[rows, actions] += (1.0 - self._normalise(feedback)) / np.maximum(probs[rows, actions], 1e-12)
 
 
 @register_policy("exp3-spec")
