@@ -213,6 +213,21 @@ class _SpeculativeEnv(Environment):
         return Step(feedback=y.astype(float), reward=tokens.astype(float), regret=regret, info={"tokens": tokens.astype(float), "seconds": seconds, "optimal": optimal})
 
 
+class _ArmLengths:
+    """For environments whose ``lengths`` parameter gives each arm's longest speculation."""
+
+    lengths: tuple
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def max_length(self) -> int:
+        """``L``: the longest speculation of any arm (``Y <= L + 1``)."""
+        return int(max(self.lengths))
+
+
 class _PullStacks:
     """Per-arm streams of draws indexed by the arm's pull count (common random numbers).
 
@@ -392,10 +407,7 @@ class Table1Replica(_StackedEnv):
     @property
     def max_length(self) -> int:
         """``L``: the longest speculation of any arm (``Y <= L + 1``)."""
-        return int(max(self._lengths()))
-
-    def _lengths(self):
-        return list(_ARM_LENGTHS)
+        return max(_ARM_LENGTHS)
 
     def _draw_lengths(self, n_runs):
         raw = self.response_median * np.exp(self.response_sigma * self._rng.standard_normal(n_runs))
@@ -431,7 +443,7 @@ class Table1Replica(_StackedEnv):
 
 # ----------------------------------------------------------------------------- E3
 @register_environment("drifting-arms")
-class DriftingArms(_SpeculativeEnv):
+class DriftingArms(_ArmLengths, _SpeculativeEnv):
     """E3 of the BanditSpec spec: copy and free-text regimes alternate inside each response.
 
     Segments have geometric lengths (mean ``segment_mean`` tokens) and alternate, starting with a
@@ -471,18 +483,6 @@ class DriftingArms(_SpeculativeEnv):
         for means in (self.copy_means, self.free_means):
             if any(m >= length + 1 for m, length in zip(means, self.lengths)):
                 raise InvalidParameterError(f"DriftingArms means must lie below L_i + 1. Got {list(means)} for lengths {list(self.lengths)}.")
-
-    @property
-    def n_arms(self) -> int:
-        return len(self.lengths)
-
-    @property
-    def max_length(self) -> int:
-        """``L``: the longest speculation of any arm (``Y <= L + 1``)."""
-        return int(max(self._lengths()))
-
-    def _lengths(self):
-        return list(self.lengths)
 
     def _init_state(self, n_runs):
         super()._init_state(n_runs)
@@ -727,7 +727,7 @@ class ToyLMSpeculative(_SpeculativeEnv):
 
 # ----------------------------------------------------------------------------- E5
 @register_environment("serving-throughput")
-class ServingThroughput(_SpeculativeEnv):
+class ServingThroughput(_ArmLengths, _SpeculativeEnv):
     """E5 of the BanditSpec spec: batch serving (section 6.2), arms = speculation lengths ``gamma``.
 
     A run is one batch of ``batch_size`` rows; row ``j`` accepts Eagle-1 chain draft tokens with
@@ -769,18 +769,6 @@ class ServingThroughput(_SpeculativeEnv):
         self.noise = noise
         self.stop_tokens = stop_tokens
         self.seed = seed
-
-    @property
-    def n_arms(self) -> int:
-        return len(self.lengths)
-
-    @property
-    def max_length(self) -> int:
-        """``L``: the longest speculation of any arm (``Y <= L + 1``)."""
-        return int(max(self._lengths()))
-
-    def _lengths(self):
-        return list(self.lengths)
 
     def round_ms(self, gamma) -> float:
         """Noise-free cost of one round with speculation length ``gamma``, in ms."""
