@@ -429,12 +429,13 @@ def _e5_section(ctx: ReportContext, checks: list) -> None:
     order = np.argsort(best, kind="stable")
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     x = np.arange(best.size)
-    for label, r in units.items():
-        if label.startswith("fixed:"):
-            ax.plot(x, np.asarray(r.metrics["improvement"])[order], lw=0.8, alpha=0.7, label=f"gamma={label.split(':')[1]}")
+    fixed_labels = [label for label in units if label.startswith("fixed:")]
+    for k, label in enumerate(fixed_labels):
+        shade = plt.cm.viridis(k / max(len(fixed_labels) - 1, 1))
+        ax.plot(x, np.asarray(units[label].metrics["improvement"])[order], lw=0.7, ls=":", color=shade, label=f"gamma={label.split(':')[1]}")
     ax.plot(x, best[order], color="tab:blue", lw=2, label="oracle best")
     ax.plot(x, worst[order], color="black", lw=1, ls="--", label="oracle worst")
-    for label, color in (("UCBSpec", "tab:red"), ("released-UCB", "tab:orange"), ("EXP3Spec", "tab:green")):
+    for label, color in (("UCBSpec", "tab:red"), ("released-UCB", "tab:orange"), ("EXP3Spec", "tab:pink")):
         if label in units:
             ax.plot(x, np.asarray(units[label].metrics["improvement"])[order], color=color, lw=1.2, label=label)
     ax.set_xlabel("sample (sorted by the oracle best's improvement)")
