@@ -478,7 +478,7 @@ def _e0_section(ctx: ReportContext, checks: list) -> None:
         m = r.metrics
         p3, pl, viol = m["p_first3"][0], m["p_length"][0], m["bound_violations"][0]
         ok &= viol == 0
-        rows.append(f"| {r.policy} | {r.n_runs} | {np.mean(m['length']):.2f} | {np.mean(m['stopping_time']):.2f} | {np.mean(m['mat']):.3f} | {p3:.3f} | {pl:.3f} | {int(viol)} |")
+        rows.append(f"| {r.policy} | {len(m['length'])} | {np.mean(m['length']):.2f} | {np.mean(m['stopping_time']):.2f} | {np.mean(m['mat']):.3f} | {p3:.3f} | {pl:.3f} | {int(viol)} |")
     pvals = [r.metrics[k][0] for r in units for k in ("p_first3", "p_length")]
     # Bonferroni over all tests: the family rejects at 1% only if some p < 0.01 / n_tests
     family = min(pvals) * len(pvals)
