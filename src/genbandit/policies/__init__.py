@@ -1,6 +1,11 @@
-"""Policies, one module per family. Importing this package registers the built-in policies."""
+"""Policies, one module per family. Importing this package registers the built-in policies.
 
+Find an algorithm by its paper: ``classic`` (yardsticks), ``speculative`` (BanditSpec),
+``rising`` (TI-UCB), ``combinatorial`` (MP-CSB), ``kernel`` (PAK-UCB / RFF-UCB), ``smooth``
+(Budgeted Exploration).
+"""
+
+from . import combinatorial, speculative  # noqa: F401  (registration)
 from .classic import EXP3, KLUCB, UCB1, EpsilonGreedy, GaussianThompsonSampling, RandomPolicy, ThompsonSampling
 
 __all__ = ["EXP3", "KLUCB", "UCB1", "EpsilonGreedy", "GaussianThompsonSampling", "RandomPolicy", "ThompsonSampling"]
-from . import combinatorial  # noqa: F401

@@ -1,0 +1,908 @@
+"""Speculative-decoding simulators E0-E5 of the BanditSpec spec (section 5.3) and the BanditSpec loop.
+
+Each run is one prompt: it has a response to emit, and every round (one draft plus one target
+verification with the chosen arm) emits ``Y in {1, ..., L+1}`` tokens, truncated at the end of the
+response (footnote 3 of the paper). Feedback is the truncated ``Y``; ``Step.info`` carries
+``tokens`` (counted only while the response is unfinished), ``seconds`` (simulated wall time of
+the round) and ``optimal``. The per-round pseudo-regret is ``(mu* - mu_a) / mu*``, whose sum is the
+reward-decomposition estimate of the stopping-time regret (paper eq. 36).
+
+- E0 :class:`ToyLMSpeculative`: a toy Markov language model with exact speculative sampling
+  (Algorithm 6), to check that BanditSpec is lossless (Prop. 3.1).
+- E1 :class:`TGDArms`: stationary truncated-geometric arms (Thm 4.3, Prop 4.5).
+- E2 :class:`Table1Replica`: a prompt mixture (free text / copy-heavy) calibrated to Table 1.
+- E3 :class:`DriftingArms`: copy and free-text regimes alternating inside a response.
+- E4 :class:`ObliviousReplay`: a reward table fixed before play, indexed by round (Assumption 5.1).
+- E5 :class:`ServingThroughput`: batch serving, arms are speculation lengths, reward tokens/s.
+
+:func:`run_banditspec` runs a policy on such an environment until every response is complete and
+returns the stopping times (the BanditSpec loop, Algorithm 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.optimize import brentq
+
+from ..core.base import Environment, Policy, Step
+from ..core.registry import register_environment
+from ..core.rng import spawn_seeds
+from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
+
+__all__ = [
+    "tgd_mean",
+    "tgd_accept_for_mean",
+    "TABLE1",
+    "TABLE1_ARMS",
+    "calibrate_table1",
+    "TGDArms",
+    "Table1Replica",
+    "DriftingArms",
+    "ObliviousReplay",
+    "ToyLMSpeculative",
+    "ServingThroughput",
+    "BanditSpecResult",
+    "run_banditspec",
+]
+
+
+# ----------------------------------------------------------------------------- TGD helpers
+def tgd_mean(p, length):
+    """Mean of the truncated geometric law TGD(p, L): ``(1 - p^(L+1)) / (1 - p)`` (paper eq. 130).
+
+    >>> round(tgd_mean(0.5, 4), 4)
+    1.9375
+    """
+    p = np.asarray(p, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(p < 1, (1 - p ** (length + 1)) / (1 - np.where(p < 1, p, 0.0)), length + 1.0)
+    return float(mean) if mean.ndim == 0 else mean
+
+
+def tgd_accept_for_mean(mean: float, length: int) -> float:
+    """The acceptance ``p`` with ``E[TGD(p, L)] = mean`` (the spec's solves, e.g. 3.94 at L=6 -> 0.7989).
+
+    >>> round(tgd_accept_for_mean(3.94, 6), 4)
+    0.7989
+    """
+    if not 1.0 <= mean < length + 1:
+        raise InvalidParameterError(f"A TGD mean lies in [1, L+1) = [1, {length + 1}). Got {mean!r} instead.")
+    if mean == 1.0:
+        return 0.0
+    return float(brentq(lambda p: tgd_mean(p, length) - mean, 0.0, 1.0 - 1e-12, xtol=1e-13))
+
+
+def _draw_tgd(rng: np.random.Generator, p: np.ndarray, length) -> np.ndarray:
+    """``1 + min(G, L)`` with ``P(G = k) = p^k (1 - p)``: the tokens of one round (accepted + bonus)."""
+    p = np.minimum(np.asarray(p, dtype=float), 1.0 - 1e-12)
+    accepted = rng.geometric(1.0 - p) - 1
+    return 1 + np.minimum(accepted, length)
+
+
+# ----------------------------------------------------------------------------- Table 1 (paper)
+#: Fixed arms of Table 1, in arm order.
+TABLE1_ARMS = ("PLD", "REST", "Suffix", "Eagle-2")
+#: BanditSpec Table 1: (MAT, tokens/s) per model, benchmark and method (vanilla, arms, bandits).
+TABLE1 = {
+    "llama3": {
+        "spec-bench": {"vanilla": (1.00, 35.73), "PLD": (1.46, 43.96), "REST": (1.29, 40.67), "Suffix": (1.83, 55.10), "Eagle-2": (3.94, 98.15), "EXP3Spec": (3.65, 102.10), "UCBSpec": (3.98, 105.72)},
+        "alpaca": {"vanilla": (1.00, 35.92), "PLD": (1.53, 53.06), "REST": (1.48, 52.40), "Suffix": (1.71, 64.02), "Eagle-2": (4.04, 110.00), "EXP3Spec": (4.23, 120.38), "UCBSpec": (4.35, 125.78)},
+        "code-editor": {"vanilla": (1.00, 36.32), "PLD": (2.13, 82.61), "REST": (1.33, 51.32), "Suffix": (2.30, 90.21), "Eagle-2": (4.79, 128.76), "EXP3Spec": (4.36, 137.29), "UCBSpec": (4.83, 138.27)},
+        "debug-bench": {"vanilla": (1.00, 36.89), "PLD": (1.67, 82.76), "REST": (1.29, 48.49), "Suffix": (2.13, 77.56), "Eagle-2": (4.78, 119.12), "EXP3Spec": (4.50, 132.25), "UCBSpec": (4.60, 135.34)},
+    },
+    "qwen2": {
+        "spec-bench": {"vanilla": (1.00, 38.71), "PLD": (1.55, 52.44), "REST": (1.31, 46.42), "Suffix": (1.96, 68.42), "Eagle-2": (3.64, 97.82), "EXP3Spec": (3.76, 107.36), "UCBSpec": (4.13, 112.33)},
+        "alpaca": {"vanilla": (1.00, 39.32), "PLD": (1.42, 58.41), "REST": (1.47, 59.01), "Suffix": (1.46, 62.60), "Eagle-2": (3.61, 104.43), "EXP3Spec": (3.83, 113.90), "UCBSpec": (3.93, 114.20)},
+        "code-editor": {"vanilla": (1.00, 39.30), "PLD": (1.89, 64.56), "REST": (1.31, 53.79), "Suffix": (2.18, 85.75), "Eagle-2": (4.88, 138.58), "EXP3Spec": (4.90, 160.41), "UCBSpec": (4.92, 161.35)},
+        "debug-bench": {"vanilla": (1.00, 39.57), "PLD": (2.15, 70.49), "REST": (1.22, 50.51), "Suffix": (2.49, 101.47), "Eagle-2": (4.79, 126.01), "EXP3Spec": (4.86, 151.73), "UCBSpec": (5.10, 151.37)},
+    },
+}
+
+_COPY_FREE_ACCEPT = 0.2  # copiers on free text, and on a copy-heavy prompt's misses: TGD(0.2, 10)
+_COPY_RUN = (5, 11)  # a long copied run emits U{5..11} tokens
+_COPY_BEST_MEAN = 6.0  # the better copier's mean on copy-heavy prompts (spec E3: 5-7)
+_ARM_LENGTHS = (10, 10, 10, 6)  # PLD / REST / Suffix draft up to 10 tokens, Eagle-2's tree is 6 deep
+
+
+def calibrate_table1(benchmark: str, model: str) -> dict:
+    """E2's parameters for one cell of Table 1 (how they follow from the table is in docs/banditspec.md).
+
+    Returns ``copy_share`` (the probability that a prompt is copy-heavy), per arm ``free_accept``
+    (TGD acceptance on free text), ``copy_accept`` and ``copy_run`` (on copy-heavy prompts a round
+    is a long run U{5..11} with probability ``copy_run``, else TGD(copy_accept, L)), ``lengths``,
+    ``cost_ms`` (``1000 MAT / tokens_per_s`` of the table) and ``vanilla_ms``.
+
+    >>> cal = calibrate_table1("code-editor", "llama3")
+    >>> round(cal["copy_share"], 3), [round(c, 1) for c in cal["cost_ms"]]
+    (0.577, [25.8, 25.9, 25.5, 37.2])
+    """
+    if model not in TABLE1 or benchmark not in TABLE1[model]:
+        raise InvalidParameterError(f"No Table 1 cell for benchmark {benchmark!r} and model {model!r}: benchmarks {sorted(TABLE1['llama3'])}, models {sorted(TABLE1)}.")
+    cell = TABLE1[model][benchmark]
+    mats = np.array([cell[a][0] for a in TABLE1_ARMS])
+    m0 = tgd_mean(_COPY_FREE_ACCEPT, 10)
+    run_mean = sum(_COPY_RUN) / 2.0
+    # The better copier reaches _COPY_BEST_MEAN on copy-heavy prompts; its round-weighted
+    # (harmonic) mean over the mixture must equal its MAT: 1/MAT = f/6 + (1-f)/m0.
+    best_copy = max(mats[0], mats[2])
+    share = (1 / m0 - 1 / best_copy) / (1 / m0 - 1 / _COPY_BEST_MEAN)
+    free_accept, copy_accept, copy_run = [], [], []
+    for i, (mat, length) in enumerate(zip(mats, _ARM_LENGTHS)):
+        if TABLE1_ARMS[i] in ("PLD", "Suffix"):
+            copy_mean = share / (1 / mat - (1 - share) / m0)
+            free_accept.append(_COPY_FREE_ACCEPT)
+            copy_accept.append(_COPY_FREE_ACCEPT)
+            copy_run.append((copy_mean - m0) / (run_mean - m0))
+        else:  # REST and Eagle-2 do not depend on the prompt type
+            p = tgd_accept_for_mean(mat, length)
+            free_accept.append(p)
+            copy_accept.append(p)
+            copy_run.append(0.0)
+    return {
+        "copy_share": float(share),
+        "free_accept": free_accept,
+        "copy_accept": copy_accept,
+        "copy_run": copy_run,
+        "lengths": list(_ARM_LENGTHS),
+        "cost_ms": [1000.0 * cell[a][0] / cell[a][1] for a in TABLE1_ARMS],
+        "vanilla_ms": 1000.0 * cell["vanilla"][0] / cell["vanilla"][1],
+    }
+
+
+# ----------------------------------------------------------------------------- base classes
+class _SpeculativeEnv(Environment):
+    """One prompt per run; subclasses draw ``Y`` and give the per-run arm means and costs."""
+
+    #: Names of the arms, in order (used for ``fixed:<arm>`` labels).
+    arm_names: tuple[str, ...] = ()
+
+    def _init_state(self, n_runs: int) -> None:
+        self._emitted = np.zeros(n_runs, dtype=np.int64)
+        self._finished = np.zeros(n_runs, dtype=bool)
+        self._pulls = np.zeros((n_runs, self.n_arms), dtype=np.int64)
+        self._response = self._draw_lengths(n_runs)
+
+    def _draw_lengths(self, n_runs: int) -> np.ndarray:
+        return np.full(n_runs, int(self.response_length), dtype=np.int64)
+
+    @property
+    def finished(self) -> np.ndarray:
+        """``(n_runs,)`` whether each response is complete."""
+        return self._finished.copy()
+
+    def response_lengths(self) -> np.ndarray:
+        """``(n_runs,)`` tokens each response has (known in advance by the simulator only)."""
+        return self._response.copy()
+
+    def round_seconds(self, actions: np.ndarray) -> np.ndarray:
+        """Simulated wall time of one round with ``actions``, ``(n_runs,)``."""
+        cost = np.asarray(getattr(self, "cost_ms", None) or [1.0] * self.n_arms, dtype=float)
+        return cost[actions] / 1000.0
+
+    def best_arms(self) -> np.ndarray | None:
+        """``(n_runs,)`` the arm of smallest expected stopping time per prompt, when known."""
+        means = self.mean_rewards()
+        return None if means is None else means.argmax(axis=1)
+
+    def _draw_y(self, actions: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _step(self, actions: np.ndarray) -> Step:
+        rows = np.arange(actions.shape[0])
+        y = self._draw_y(actions)
+        self._pulls[rows, actions] += 1
+        active = ~self._finished
+        remaining = self._response - self._emitted
+        y = np.where(active, np.minimum(y, np.maximum(remaining, 1)), y)
+        tokens = np.where(active, y, 0)
+        self._emitted += tokens
+        self._finished |= self._emitted >= self._response
+        means = self.mean_rewards()
+        if means is None:
+            regret = np.zeros(actions.shape[0])
+            optimal = np.zeros(actions.shape[0])
+        else:
+            best = means.max(axis=1)
+            chosen = means[rows, actions]
+            regret = np.where(active, (best - chosen) / best, 0.0)
+            optimal = (chosen == best).astype(float)
+        seconds = np.where(active, self.round_seconds(actions), 0.0)
+        return Step(feedback=y.astype(float), reward=tokens.astype(float), regret=regret, info={"tokens": tokens.astype(float), "seconds": seconds, "optimal": optimal})
+
+
+class _ArmLengths:
+    """For environments whose ``lengths`` parameter gives each arm's longest speculation."""
+
+    lengths: tuple
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def max_length(self) -> int:
+        """``L``: the longest speculation of any arm (``Y <= L + 1``)."""
+        return int(max(self.lengths))
+
+
+class _PullStacks:
+    """Per-arm streams of draws indexed by the arm's pull count (common random numbers).
+
+    The ``k``-th pull of arm ``i`` in run ``r`` always gets the same draw, whichever policy plays,
+    so policies and fixed arms are compared on the same randomness.
+    """
+
+    def __init__(self, seed, n_arms: int, draw, chunk: int = 256) -> None:
+        self._rngs = [np.random.default_rng(s) for s in spawn_seeds(seed, n_arms)]
+        self._draw = draw  # draw(rng, arm, n_columns) -> (n_runs, n_columns) ints
+        self._stacks = [np.zeros((0, 0), dtype=np.int16) for _ in range(n_arms)]
+        self._chunk = chunk
+
+    def ensure(self, arm: int, size: int) -> np.ndarray:
+        stack = self._stacks[arm]
+        while stack.shape[1] < size:
+            extra = max(self._chunk, stack.shape[1])
+            new = self._draw(self._rngs[arm], arm, extra).astype(np.int16)
+            stack = new if stack.size == 0 else np.concatenate([stack, new], axis=1)
+        self._stacks[arm] = stack
+        return stack
+
+    def take(self, actions: np.ndarray, index: np.ndarray) -> np.ndarray:
+        out = np.empty(actions.shape[0], dtype=np.int64)
+        for arm in np.unique(actions):
+            rows = np.nonzero(actions == arm)[0]
+            stack = self.ensure(int(arm), int(index[rows].max()) + 1)
+            out[rows] = stack[rows, index[rows]]
+        return out
+
+
+class _StackedEnv(_SpeculativeEnv):
+    """Draws from :class:`_PullStacks`; subclasses give ``_draw_arm(rng, arm, n_columns)``."""
+
+    def _init_state(self, n_runs: int) -> None:
+        super()._init_state(n_runs)
+        self._init_laws(n_runs)
+        self._stacks = _PullStacks(int(self._rng.integers(2**63)), self.n_arms, self._draw_arm)
+
+    def _init_laws(self, n_runs: int) -> None:
+        """Draw anything per prompt (types) before the streams start."""
+
+    def _draw_arm(self, rng, arm, n_columns):
+        raise NotImplementedError
+
+    def _draw_y(self, actions):
+        return self._stacks.take(actions, self._pulls[np.arange(actions.shape[0]), actions])
+
+    def fixed_stopping_times(self) -> np.ndarray:
+        """``(n_runs, n_arms)`` the rounds each fixed arm needs for each response, on the same draws."""
+        out = np.empty((self.n_runs, self.n_arms), dtype=np.int64)
+        need = int(self._response.max())
+        for arm in range(self.n_arms):
+            stack = self._stacks.ensure(arm, need)[:, :need].astype(np.int64)
+            out[:, arm] = (np.cumsum(stack, axis=1) < self._response[:, None]).sum(axis=1) + 1
+        return out
+
+    # state_dict of environments is not part of the contract; the stacks rebuild from the seed.
+
+
+# ----------------------------------------------------------------------------- E1
+@register_environment("tgd-arms")
+class TGDArms(_StackedEnv):
+    """E1 of the BanditSpec spec: stationary truncated-geometric arms, ``Y ~ TGD(p_i, L)`` (paper eq. 10).
+
+    Each run is a response of ``response_length`` tokens; arm ``i`` accepts each draft token with
+    probability ``accept[i]`` (or give ``means`` and the acceptances are solved from them).
+    Instance A of the spec: ``means = [1.46, 1.29, 1.83, 3.94]`` (Table 1, LLaMA3, Spec Bench).
+
+    >>> from genbandit.envs.speculative import TGDArms
+    >>> env = TGDArms(means=[1.46, 1.29, 1.83, 3.94], max_length=6, response_length=256, seed=0).reset(n_runs=2)
+    >>> [round(p, 4) for p in env.accept_probabilities()]
+    [0.3153, 0.2248, 0.4558, 0.7989]
+    >>> env.step(np.array([3, 0])).feedback.tolist()
+    [7.0, 2.0]
+    """
+
+    name = "tgd-arms"
+    arm_names = TABLE1_ARMS
+    _parameter_constraints = {
+        "accept": [None, ArrayOf(Interval(Real, 0, 1, "left"))],
+        "means": [None, ArrayOf(Interval(Real, 1, None, "left"))],
+        "max_length": [Interval(Integral, 1, None, "left")],
+        "response_length": [Interval(Integral, 1, None, "left")],
+        "cost_ms": [None, ArrayOf(Interval(Real, 0, None, "neither"))],
+    }
+
+    def __init__(self, accept=None, means=None, max_length: int = 6, response_length: int = 1024, cost_ms=None, seed=None) -> None:
+        self.accept = accept
+        self.means = means
+        self.max_length = max_length
+        self.response_length = response_length
+        self.cost_ms = cost_ms
+        self.seed = seed
+
+    def _check_params(self) -> None:
+        if (self.accept is None) == (self.means is None):
+            raise InvalidParameterError("TGDArms needs exactly one of 'accept' and 'means'.")
+        if self.means is not None and max(self.means) >= self.max_length + 1:
+            raise InvalidParameterError(f"The 'means' of TGDArms must lie below L+1 = {self.max_length + 1}. Got {list(self.means)} instead.")
+        if self.cost_ms is not None and len(self.cost_ms) != self.n_arms:
+            raise InvalidParameterError(f"TGDArms needs one cost per arm ({self.n_arms}). Got {len(self.cost_ms)} instead.")
+
+    # max_length is a parameter here, so the property of the base class is shadowed by it
+    @property
+    def n_arms(self) -> int:
+        return len(self.accept if self.accept is not None else self.means)
+
+    def accept_probabilities(self) -> list[float]:
+        if self.accept is not None:
+            return [float(p) for p in self.accept]
+        return [tgd_accept_for_mean(float(m), self.max_length) for m in self.means]
+
+    def arm_means(self) -> np.ndarray:
+        return tgd_mean(np.array(self.accept_probabilities()), self.max_length)
+
+    def mean_rewards(self) -> np.ndarray:
+        return np.broadcast_to(self._means, (self.n_runs, self.n_arms))
+
+    def _init_laws(self, n_runs):
+        self._p = np.array(self.accept_probabilities())
+        self._means = tgd_mean(self._p, self.max_length)
+
+    def _draw_arm(self, rng, arm, n_columns):
+        return _draw_tgd(rng, np.full((self.n_runs, n_columns), self._p[arm]), self.max_length)
+
+    @classmethod
+    def _check_examples(cls):
+        return [cls(accept=[0.3, 0.6, 0.8], max_length=4, response_length=64, seed=0)]
+
+
+# ----------------------------------------------------------------------------- E2
+@register_environment("table1-replica")
+class Table1Replica(_StackedEnv):
+    """E2 of the BanditSpec spec: a prompt mixture calibrated to one cell of the paper's Table 1.
+
+    Arms PLD, REST, Suffix, Eagle-2. A prompt is copy-heavy with probability ``copy_share`` and
+    free text otherwise; per type each arm's ``Y`` follows the law :func:`calibrate_table1` solves
+    so that every fixed arm's round-weighted MAT over the data set is Table 1's; each arm's round
+    costs ``1000 MAT / tokens_per_s`` ms of the table, so its tokens/s is Table 1's too. Response
+    lengths are lognormal (median ``response_median``, log-sd ``response_sigma``), clipped.
+
+    >>> from genbandit.envs.speculative import Table1Replica
+    >>> env = Table1Replica("debug-bench", "qwen2", seed=0).reset(n_runs=4)
+    >>> env.max_length, env.response_lengths().tolist()
+    (10, [270, 231, 367, 266])
+    """
+
+    name = "table1-replica"
+    arm_names = TABLE1_ARMS
+    _parameter_constraints = {
+        "benchmark": [Options(tuple(sorted(TABLE1["llama3"])))],
+        "model": [Options(tuple(sorted(TABLE1)))],
+        "response_median": [Interval(Real, 1, None, "left")],
+        "response_sigma": [Interval(Real, 0, None, "left")],
+        "max_response": [Interval(Integral, 1, None, "left")],
+    }
+
+    def __init__(self, benchmark: str = "spec-bench", model: str = "llama3", response_median: float = 250.0, response_sigma: float = 0.6, max_response: int = 2048, seed=None) -> None:
+        self.benchmark = benchmark
+        self.model = model
+        self.response_median = response_median
+        self.response_sigma = response_sigma
+        self.max_response = max_response
+        self.seed = seed
+
+    n_arms = len(TABLE1_ARMS)
+
+    @property
+    def calibration(self) -> dict:
+        return calibrate_table1(self.benchmark, self.model)
+
+    @property
+    def cost_ms(self) -> list[float]:
+        return self.calibration["cost_ms"]
+
+    @property
+    def max_length(self) -> int:
+        """``L``: the longest speculation of any arm (``Y <= L + 1``)."""
+        return max(_ARM_LENGTHS)
+
+    def _draw_lengths(self, n_runs):
+        raw = self.response_median * np.exp(self.response_sigma * self._rng.standard_normal(n_runs))
+        return np.clip(np.round(raw), 16, self.max_response).astype(np.int64)
+
+    def _init_laws(self, n_runs):
+        cal = self.calibration
+        self._copy = self._rng.random(n_runs) < cal["copy_share"]
+        self._type_means = np.empty((2, self.n_arms))  # row 0 free text, row 1 copy-heavy
+        run_mean = sum(_COPY_RUN) / 2.0
+        for i, length in enumerate(_ARM_LENGTHS):
+            self._type_means[0, i] = tgd_mean(cal["free_accept"][i], length)
+            q = cal["copy_run"][i]
+            self._type_means[1, i] = q * run_mean + (1 - q) * tgd_mean(cal["copy_accept"][i], length)
+        self._cal = cal
+
+    def mean_rewards(self):
+        return self._type_means[self._copy.astype(int)]
+
+    def _draw_arm(self, rng, arm, n_columns):
+        cal, n = self._cal, self.n_runs
+        copy = self._copy[:, None]
+        p = np.where(copy, cal["copy_accept"][arm], cal["free_accept"][arm])
+        y = _draw_tgd(rng, np.broadcast_to(p, (n, n_columns)), _ARM_LENGTHS[arm])
+        long_run = copy & (rng.random((n, n_columns)) < cal["copy_run"][arm])
+        runs = rng.integers(_COPY_RUN[0], _COPY_RUN[1] + 1, size=(n, n_columns))
+        return np.where(long_run, runs, y)
+
+    @classmethod
+    def _check_examples(cls):
+        return [cls("code-editor", "llama3", response_median=64, seed=0)]
+
+
+# ----------------------------------------------------------------------------- E3
+@register_environment("drifting-arms")
+class DriftingArms(_ArmLengths, _SpeculativeEnv):
+    """E3 of the BanditSpec spec: copy and free-text regimes alternate inside each response.
+
+    Segments have geometric lengths (mean ``segment_mean`` tokens) and alternate, starting with a
+    random regime; in each regime arm ``i`` is TGD with mean ``copy_means[i]`` / ``free_means[i]``
+    (max speculation ``lengths[i]``). This breaks Assumption 4.1 (stationary means).
+
+    >>> from genbandit.envs.speculative import DriftingArms
+    >>> env = DriftingArms(seed=0).reset(n_runs=2)
+    >>> env.mean_rewards().round(2).tolist()
+    [[6.0, 1.3, 6.5, 3.9], [1.3, 1.3, 1.5, 4.4]]
+    """
+
+    name = "drifting-arms"
+    arm_names = TABLE1_ARMS
+    _parameter_constraints = {
+        "copy_means": [ArrayOf(Interval(Real, 1, None, "left"))],
+        "free_means": [ArrayOf(Interval(Real, 1, None, "left"))],
+        "lengths": [ArrayOf(Interval(Integral, 1, None, "left"))],
+        "segment_mean": [Interval(Real, 1, None, "left")],
+        "response_length": [Interval(Integral, 1, None, "left")],
+        "cost_ms": [None, ArrayOf(Interval(Real, 0, None, "neither"))],
+    }
+
+    def __init__(self, copy_means=(6.0, 1.3, 6.5, 3.9), free_means=(1.3, 1.3, 1.5, 4.4), lengths=(10, 10, 10, 6), segment_mean: float = 64.0, response_length: int = 512, cost_ms=(33.2, 31.7, 33.2, 40.1), seed=None) -> None:
+        self.copy_means = copy_means
+        self.free_means = free_means
+        self.lengths = lengths
+        self.segment_mean = segment_mean
+        self.response_length = response_length
+        self.cost_ms = cost_ms
+        self.seed = seed
+
+    def _check_params(self) -> None:
+        k = len(self.lengths)
+        if len(self.copy_means) != k or len(self.free_means) != k or (self.cost_ms is not None and len(self.cost_ms) != k):
+            raise InvalidParameterError("DriftingArms needs copy_means, free_means, lengths (and cost_ms) of one length.")
+        for means in (self.copy_means, self.free_means):
+            if any(m >= length + 1 for m, length in zip(means, self.lengths)):
+                raise InvalidParameterError(f"DriftingArms means must lie below L_i + 1. Got {list(means)} for lengths {list(self.lengths)}.")
+
+    def _init_state(self, n_runs):
+        super()._init_state(n_runs)
+        n_seg = int(4 * self.response_length / self.segment_mean) + 8
+        seg = self._rng.geometric(1.0 / self.segment_mean, size=(n_runs, n_seg))
+        self._boundaries = np.cumsum(seg, axis=1)  # regime k covers tokens [b_{k-1}, b_k)
+        self._start_copy = self._rng.random(n_runs) < 0.5
+        p = [[tgd_accept_for_mean(float(m), int(length)) for m, length in zip(means, self.lengths)] for means in (self.free_means, self.copy_means)]
+        self._p = np.array(p)  # (2 regimes, K)
+        self._means = np.array([self.free_means, self.copy_means], dtype=float)
+
+    def _regime(self) -> np.ndarray:
+        segment = (self._boundaries <= self._emitted[:, None]).sum(axis=1)
+        return ((segment % 2 == 0) == self._start_copy).astype(int)  # 1 copy, 0 free
+
+    def mean_rewards(self):
+        return self._means[self._regime()]
+
+    def best_arms(self):
+        return None  # the best fixed arm is not known in advance under drift
+
+    def _draw_y(self, actions):
+        p = self._p[self._regime(), actions]
+        return _draw_tgd(self._rng, p, np.asarray(self.lengths)[actions])
+
+    @classmethod
+    def _check_examples(cls):
+        return [cls(response_length=96, seed=0)]
+
+
+# ----------------------------------------------------------------------------- E4
+@register_environment("oblivious-replay")
+class ObliviousReplay(_SpeculativeEnv):
+    """E4 of the BanditSpec spec: ``y[i, t]`` fixed before play and replayed by round (Assumption 5.1).
+
+    The table is drawn per run from TGD(accept_i, L) with the environment's seed, so every policy
+    of a scenario meets the same tables; with a fixed table each fixed arm's stopping time is
+    deterministic, and regret is ``E[ST(ALG)] - min_i ST(ALG_i)`` (paper eq. 12).
+
+    >>> from genbandit.envs.speculative import ObliviousReplay
+    >>> env = ObliviousReplay(accept=[0.3, 0.8], max_length=4, response_length=64, seed=0).reset(n_runs=2)
+    >>> env.fixed_stopping_times().tolist()
+    [[43, 18], [42, 16]]
+    """
+
+    name = "oblivious-replay"
+    _parameter_constraints = {
+        "accept": [ArrayOf(Interval(Real, 0, 1, "left"))],
+        "max_length": [Interval(Integral, 1, None, "left")],
+        "response_length": [Interval(Integral, 1, None, "left")],
+    }
+
+    def __init__(self, accept=(0.3153, 0.2248, 0.4558, 0.7989), max_length: int = 6, response_length: int = 1024, seed=None) -> None:
+        self.accept = accept
+        self.max_length = max_length
+        self.response_length = response_length
+        self.seed = seed
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.accept)
+
+    def _init_state(self, n_runs):
+        super()._init_state(n_runs)
+        p = np.asarray(self.accept, dtype=float)[None, :, None]
+        self._table = _draw_tgd(self._rng, np.broadcast_to(p, (n_runs, self.n_arms, self.response_length)), self.max_length).astype(np.int16)
+        self._means = tgd_mean(np.asarray(self.accept, dtype=float), self.max_length)
+
+    def mean_rewards(self):
+        return np.broadcast_to(self._means, (self.n_runs, self.n_arms))
+
+    def _draw_y(self, actions):
+        t = min(self._t, self.response_length - 1)
+        return self._table[np.arange(actions.shape[0]), actions, t].astype(np.int64)
+
+    def fixed_stopping_times(self) -> np.ndarray:
+        """``(n_runs, n_arms)`` the deterministic stopping time of every fixed arm on its table."""
+        cum = np.cumsum(self._table.astype(np.int64), axis=2)
+        return (cum < self._response[:, None, None]).sum(axis=2) + 1
+
+    @classmethod
+    def _check_examples(cls):
+        return [cls(accept=[0.3, 0.8], max_length=4, response_length=64, seed=0)]
+
+
+# ----------------------------------------------------------------------------- E0
+@register_environment("toy-lm-speculative")
+class ToyLMSpeculative(_SpeculativeEnv):
+    """E0 of the BanditSpec spec: a toy Markov language model decoded by exact speculative sampling.
+
+    Target ``P(. | last token)``: each row puts ``1 - 1/eos_every`` of its mass on ``support`` random
+    tokens (Dirichlet weights) and ``1/eos_every`` on EOS, so ``E[len] ~ eos_every``. Arm ``k`` is the
+    draft ``Q_k = softmax(log(P + 1e-3) + sigma_k eps_k)``; a round drafts ``L`` tokens and verifies
+    them with Algorithm 6 (accept with ``min(1, P/Q)``, resample from ``Norm([P - Q]_+)``, bonus token
+    when all are accepted). EOS is absorbing in both models; the output is cut after the first EOS.
+    :meth:`outputs` gives each run's length and first three tokens for the losslessness check.
+
+    >>> from genbandit.envs.speculative import ToyLMSpeculative
+    >>> env = ToyLMSpeculative(seed=0).reset(n_runs=3)
+    >>> env.step(np.array([0, 1, 2])).feedback.tolist()
+    [5.0, 2.0, 3.0]
+    """
+
+    name = "toy-lm-speculative"
+    _parameter_constraints = {
+        "vocab_size": [Interval(Integral, 2, None, "left")],
+        "support": [Interval(Integral, 1, None, "left")],
+        "eos_every": [Interval(Real, 1, None, "neither")],
+        "sigmas": [ArrayOf(Interval(Real, 0, None, "left"))],
+        "max_length": [Interval(Integral, 1, None, "left")],
+        "max_tokens": [Interval(Integral, 1, None, "left")],
+        "model_seed": [Interval(Integral, 0, None, "left")],
+    }
+
+    def __init__(self, vocab_size: int = 20, support: int = 5, eos_every: float = 64.0, sigmas=(0.3, 1.0, 3.0), max_length: int = 4, max_tokens: int = 4096, model_seed: int = 0, seed=None) -> None:
+        self.vocab_size = vocab_size
+        self.support = support
+        self.eos_every = eos_every
+        self.sigmas = sigmas
+        self.max_length = max_length
+        self.max_tokens = max_tokens
+        self.model_seed = model_seed
+        self.seed = seed
+
+    def _check_params(self) -> None:
+        if self.support > self.vocab_size:
+            raise InvalidParameterError(f"ToyLMSpeculative's support ({self.support}) exceeds the vocabulary ({self.vocab_size}).")
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.sigmas)
+
+    @property
+    def eos(self) -> int:
+        return self.vocab_size
+
+    def models(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(P, Q)``: target ``(V+1, V+1)`` and drafts ``(K, V+1, V+1)``, rows = previous token (EOS last)."""
+        rng = np.random.default_rng(self.model_seed)
+        v = self.vocab_size
+        target = np.zeros((v + 1, v + 1))
+        for row in range(v):
+            cols = rng.choice(v, size=self.support, replace=False)
+            target[row, cols] = rng.dirichlet(np.ones(self.support)) * (1 - 1 / self.eos_every)
+            target[row, v] = 1 / self.eos_every
+        target[v, v] = 1.0
+        drafts = np.empty((self.n_arms, v + 1, v + 1))
+        for k, sigma in enumerate(self.sigmas):
+            logits = np.log(target + 1e-3) + sigma * rng.standard_normal((v + 1, v + 1))
+            q = np.exp(logits - logits.max(axis=1, keepdims=True))
+            drafts[k] = q / q.sum(axis=1, keepdims=True)
+            drafts[k, v] = 0.0
+            drafts[k, v, v] = 1.0
+        return target, drafts
+
+    def _init_state(self, n_runs):
+        super()._init_state(n_runs)
+        self._target, self._drafts = self.models()
+        self._last = np.zeros(n_runs, dtype=np.int64)  # generation starts after token 0
+        self._first3 = np.full((n_runs, 3), -1, dtype=np.int64)
+
+    def _draw_lengths(self, n_runs):
+        return np.full(n_runs, self.max_tokens, dtype=np.int64)
+
+    def _sample_rows(self, probs: np.ndarray) -> np.ndarray:
+        u = self._rng.random(probs.shape[0])[:, None]
+        return np.minimum((np.cumsum(probs, axis=1) < u * probs.sum(axis=1, keepdims=True)).sum(axis=1), probs.shape[1] - 1)
+
+    def _draw_y(self, actions):
+        y_all = np.ones(actions.shape[0], dtype=np.int64)
+        live = np.nonzero(~self._finished)[0]  # finished responses need no work
+        if live.size == 0:
+            return y_all
+        actions = actions[live]
+        n, big_l, eos = live.size, self.max_length, self.eos
+        rows = np.arange(n)
+        ctx = np.empty((n, big_l + 1), dtype=np.int64)  # ctx[:, i] = token before draft i+1
+        ctx[:, 0] = self._last[live]
+        drafts = np.empty((n, big_l), dtype=np.int64)
+        for i in range(big_l):
+            drafts[:, i] = self._sample_rows(self._drafts[actions, ctx[:, i]])
+            ctx[:, i + 1] = drafts[:, i]
+        p = self._target[ctx[:, :-1], drafts]
+        q = self._drafts[actions[:, None], ctx[:, :-1], drafts]
+        accept = self._rng.random((n, big_l)) <= np.minimum(1.0, p / q)
+        n_acc = np.where(accept.all(axis=1), big_l, accept.argmin(axis=1))
+        out = np.where(np.arange(big_l + 1)[None, :] < n_acc[:, None], np.concatenate([drafts, drafts[:, -1:]], axis=1), eos)
+        prev = ctx[rows, n_acc]  # context of the correction / bonus token
+        full = n_acc == big_l
+        residual = np.maximum(self._target[prev] - np.where(full[:, None], 0.0, self._drafts[actions, prev]), 0.0)
+        empty = residual.sum(axis=1) <= 0  # P == Q at that context: nothing to correct, sample P
+        residual[empty] = self._target[prev[empty]]
+        out[rows, n_acc] = self._sample_rows(residual)
+        y = n_acc + 1
+        is_eos = (out == eos) & (np.arange(big_l + 1)[None, :] < y[:, None])
+        hit = is_eos.any(axis=1)
+        y = np.where(hit, is_eos.argmax(axis=1) + 1, y)  # cut after the first EOS (footnote 3)
+        emitted = self._emitted[live]
+        for j in range(3):  # record the first three output tokens
+            pos = j - emitted
+            take = (pos >= 0) & (pos < y) & (self._first3[live, j] < 0)
+            self._first3[live[take], j] = out[take, pos[take]]
+        self._last[live] = out[rows, y - 1]
+        self._response[live[hit]] = emitted[hit] + y[hit]
+        y_all[live] = y
+        return y_all
+
+    def outputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(lengths (n_runs,), first three tokens (n_runs, 3))``, EOS included, -1 past the end."""
+        return self._emitted.copy(), self._first3.copy()
+
+    def exact_distributions(self, max_len: int = 2048) -> tuple[dict, np.ndarray]:
+        """Canonical decoding's exact law: ``{first-3 tuple: prob}`` and the length pmf ``(max_len + 1,)``."""
+        target = self._target if hasattr(self, "_target") else self.models()[0]
+        eos = self.eos
+        first3: dict[tuple, float] = {}
+        for a in np.nonzero(target[0])[0]:
+            pa = target[0, a]
+            if a == eos:
+                first3[(eos, -1, -1)] = first3.get((eos, -1, -1), 0) + pa
+                continue
+            for b in np.nonzero(target[a])[0]:
+                pb = pa * target[a, b]
+                if b == eos:
+                    first3[(a, eos, -1)] = first3.get((a, eos, -1), 0) + pb
+                    continue
+                for c in np.nonzero(target[b])[0]:
+                    first3[(a, b, c)] = first3.get((a, b, c), 0) + pb * target[b, c]
+        pmf = np.zeros(max_len + 1)
+        dist = np.zeros(eos + 1)
+        dist[0] = 1.0
+        for length in range(1, max_len + 1):
+            dist = dist @ target
+            pmf[length] = dist[eos]
+            dist[eos] = 0.0
+        return first3, pmf
+
+    @classmethod
+    def _check_examples(cls):
+        return [cls(seed=0)]
+
+
+# ----------------------------------------------------------------------------- E5
+@register_environment("serving-throughput")
+class ServingThroughput(_ArmLengths, _SpeculativeEnv):
+    """E5 of the BanditSpec spec: batch serving (section 6.2), arms = speculation lengths ``gamma``.
+
+    A run is one batch of ``batch_size`` rows; row ``j`` accepts Eagle-1 chain draft tokens with
+    probability ``alpha_j ~ Beta(accept_a, accept_b)``, so with ``gamma`` it emits TGD(alpha_j, gamma)
+    tokens (one with ``gamma = 0``, plain decoding). A round costs
+    ``T = gamma (a_d + b_d B) + a_v + b_v B (gamma + 1)`` ms times lognormal(0, noise) noise. The reward
+    is the round's throughput ``sum_j y_j / T`` in tokens/s; the batch ends when its first row
+    reaches ``stop_tokens`` tokens (as in the released code).
+
+    >>> from genbandit.envs.speculative import ServingThroughput
+    >>> env = ServingThroughput(batch_size=2, seed=0).reset(n_runs=1)
+    >>> round(env.max_throughput(), 1), env.round_ms(0)
+    (350.9, 28.5)
+    """
+
+    name = "serving-throughput"
+    _parameter_constraints = {
+        "batch_size": [Interval(Integral, 1, None, "left")],
+        "lengths": [ArrayOf(Interval(Integral, 0, None, "left"))],
+        "accept_a": [Interval(Real, 0, None, "neither")],
+        "accept_b": [Interval(Real, 0, None, "neither")],
+        "verify_ms": [Interval(Real, 0, None, "neither")],
+        "verify_ms_per_token": [Interval(Real, 0, None, "left")],
+        "draft_ms": [Interval(Real, 0, None, "left")],
+        "draft_ms_per_row": [Interval(Real, 0, None, "left")],
+        "noise": [Interval(Real, 0, None, "left")],
+        "stop_tokens": [Interval(Integral, 1, None, "left")],
+    }
+
+    def __init__(self, batch_size: int = 1, lengths=(0, 1, 2, 3, 4), accept_a: float = 3.0, accept_b: float = 2.0, verify_ms: float = 28.0, verify_ms_per_token: float = 0.25, draft_ms: float = 7.0, draft_ms_per_row: float = 0.05, noise: float = 0.03, stop_tokens: int = 256, seed=None) -> None:
+        self.batch_size = batch_size
+        self.lengths = lengths
+        self.accept_a = accept_a
+        self.accept_b = accept_b
+        self.verify_ms = verify_ms
+        self.verify_ms_per_token = verify_ms_per_token
+        self.draft_ms = draft_ms
+        self.draft_ms_per_row = draft_ms_per_row
+        self.noise = noise
+        self.stop_tokens = stop_tokens
+        self.seed = seed
+
+    def round_ms(self, gamma) -> float:
+        """Noise-free cost of one round with speculation length ``gamma``, in ms."""
+        b = self.batch_size
+        return gamma * (self.draft_ms + self.draft_ms_per_row * b) + self.verify_ms + self.verify_ms_per_token * b * (gamma + 1)
+
+    def max_throughput(self) -> float:
+        """An a-priori bound on a round's throughput: ``(max gamma + 1) B / min_gamma T(gamma)`` (tokens/s)."""
+        return (max(self.lengths) + 1) * self.batch_size * 1000.0 / min(self.round_ms(g) for g in self.lengths)
+
+    def plain_throughput(self) -> float:
+        """Expected tokens/s of plain decoding (gamma = 0): the normalisation of Figure 3."""
+        return self.batch_size * 1000.0 / self.round_ms(0) * float(np.exp(self.noise**2 / 2))
+
+    def _init_state(self, n_runs):
+        super()._init_state(n_runs)
+        self._alpha = self._rng.beta(self.accept_a, self.accept_b, size=(n_runs, self.batch_size))
+        self._rows = np.zeros((n_runs, self.batch_size), dtype=np.int64)
+        self._last_seconds = np.zeros(n_runs)
+
+    def _draw_lengths(self, n_runs):
+        return np.full(n_runs, np.iinfo(np.int64).max // 2, dtype=np.int64)  # ends on stop_tokens instead
+
+    def mean_rewards(self):
+        """Expected throughput of every gamma per batch (noise-free cost), ``(n_runs, K)`` tokens/s."""
+        out = np.empty((self.n_runs, self.n_arms))
+        for k, g in enumerate(self.lengths):
+            out[:, k] = tgd_mean(self._alpha, g).sum(axis=1) * 1000.0 / self.round_ms(g)
+        return out
+
+    def round_seconds(self, actions):
+        return self._last_seconds
+
+    def _step(self, actions):
+        rows = np.arange(actions.shape[0])
+        gamma = np.asarray(self.lengths)[actions]
+        y = _draw_tgd(self._rng, self._alpha, gamma[:, None])
+        ms = np.array([self.round_ms(g) for g in gamma]) * np.exp(self.noise * self._rng.standard_normal(actions.shape[0]))
+        self._last_seconds = ms / 1000.0
+        active = ~self._finished
+        tokens = np.where(active, y.sum(axis=1), 0)
+        self._rows += np.where(active[:, None], y, 0)
+        self._emitted += tokens
+        self._pulls[rows, actions] += 1
+        self._finished |= self._rows.max(axis=1) >= self.stop_tokens
+        throughput = y.sum(axis=1) / self._last_seconds
+        means = self.mean_rewards()
+        best, chosen = means.max(axis=1), means[rows, actions]
+        return Step(
+            feedback=throughput,
+            reward=np.where(active, throughput, 0.0),
+            regret=np.where(active, best - chosen, 0.0),
+            info={"tokens": tokens.astype(float), "seconds": np.where(active, self._last_seconds, 0.0), "optimal": (chosen == best).astype(float)},
+        )
+
+    @classmethod
+    def _check_examples(cls):
+        return [cls(batch_size=4, lengths=[0, 1, 2], stop_tokens=64, seed=0)]
+
+
+# ----------------------------------------------------------------------------- the loop
+@dataclass
+class BanditSpecResult:
+    """Per-run outcome of :func:`run_banditspec`; arrays have a leading run axis.
+
+    ``stopping_time`` rounds to finish the response, ``tokens`` emitted, ``seconds`` simulated
+    wall time, ``counts`` ``(n_runs, n_arms)`` pulls before stopping, ``regret`` the decomposition
+    estimate ``sum_t (mu* - mu_{I_t}) / mu*``; ``rounds``/``regret_curve`` its cumulative value at
+    geometrically spaced rounds ``(n_runs, n_checkpoints)``.
+    """
+
+    stopping_time: np.ndarray
+    tokens: np.ndarray
+    seconds: np.ndarray
+    counts: np.ndarray
+    regret: np.ndarray
+    rounds: np.ndarray
+    regret_curve: np.ndarray
+
+    @property
+    def mat(self) -> np.ndarray:
+        """Mean accepted tokens per round (bonus included), per run."""
+        return self.tokens / np.maximum(self.stopping_time, 1)
+
+    @property
+    def tokens_per_second(self) -> np.ndarray:
+        return self.tokens / np.maximum(self.seconds, 1e-12)
+
+
+def run_banditspec(env: _SpeculativeEnv, policy: Policy, *, n_runs: int, seed=None, max_rounds: int = 1_000_000) -> BanditSpecResult:
+    """BanditSpec(ALG) (Algorithm 3) on ``n_runs`` prompts at once: play until every response is done.
+
+    The policy is reset first, so its state starts empty for every prompt (each run is a prompt).
+    ``seed`` as in :func:`genbandit.simulate` (an int, or a pair of environment and policy seeds).
+
+    >>> from genbandit.envs.speculative import TGDArms, run_banditspec
+    >>> from genbandit.policies.speculative import FixedArm
+    >>> env = TGDArms(means=[1.5, 3.9], max_length=6, response_length=256, seed=0)
+    >>> out = run_banditspec(env, FixedArm(n_arms=2, arm=1), n_runs=3, seed=0)
+    >>> out.stopping_time.tolist() == env.fixed_stopping_times()[:, 1].tolist()
+    True
+    """
+    env_seed, policy_seed = seed if isinstance(seed, tuple) else spawn_seeds(seed, 2)
+    env.reset(n_runs, seed=env_seed)
+    policy.reset(n_runs, seed=policy_seed)
+    if env.n_arms != policy.n_arms:
+        raise InvalidParameterError(f"{type(policy).__name__} has {policy.n_arms} arms but {type(env).__name__} has {env.n_arms}.")
+    rows = np.arange(n_runs)
+    stopping = np.zeros(n_runs, dtype=np.int64)
+    tokens = np.zeros(n_runs)
+    seconds = np.zeros(n_runs)
+    regret = np.zeros(n_runs)
+    counts = np.zeros((n_runs, env.n_arms), dtype=np.int64)
+    marks, curve = [], []
+    next_mark = 1.0
+    t = 0
+    while t < max_rounds and not env._finished.all():
+        active = ~env._finished
+        actions = policy._select(None)
+        step = env._advance(actions)
+        policy._learn(actions, step.feedback, None)
+        stopping += active
+        counts[rows[active], actions[active]] += 1
+        tokens += step.info["tokens"]
+        seconds += step.info["seconds"]
+        regret += step.regret
+        t += 1
+        if t >= next_mark:  # geometric checkpoints: the loop's length is not known in advance
+            marks.append(t)
+            curve.append(regret.copy())
+            next_mark = max(next_mark * 1.05, t + 1)
+    if not marks or marks[-1] != t:
+        marks.append(max(t, 1))
+        curve.append(regret.copy())
+    rounds = np.asarray(marks, dtype=np.int64)
+    regret_curve = np.stack(curve, axis=1)
+    return BanditSpecResult(stopping, tokens, seconds, counts, regret, rounds, regret_curve)
