@@ -424,8 +424,17 @@ class _SlidingWindow(Policy):
     """
 
     reward_range = None
+    #: Whether the default window is computed from ``horizon`` (so one of the two must be given).
+    _window_from_horizon = True
+
+    def _check_params(self) -> None:
+        if self._window_from_horizon:
+            _needs(self.window, self.horizon, "window", type(self).__name__)
 
     def _window(self) -> int:
+        return int(self.window) if self.window is not None else self._default_window()
+
+    def _default_window(self) -> int:
         raise NotImplementedError
 
     def _transform(self, feedback: np.ndarray) -> np.ndarray:
@@ -492,12 +501,7 @@ class SWUCB(_SlidingWindow):
         self.scale = scale
         self.seed = seed
 
-    def _check_params(self) -> None:
-        _needs(self.window, self.horizon, "window", type(self).__name__)
-
-    def _window(self) -> int:
-        if self.window is not None:
-            return int(self.window)
+    def _default_window(self) -> int:
         return max(1, int(4.0 * math.sqrt(self.horizon * math.log(max(self.horizon, 2)))))
 
     def _select(self, contexts):
@@ -544,12 +548,7 @@ class SWTS(_SlidingWindow):
         self.beta = beta
         self.seed = seed
 
-    def _check_params(self) -> None:
-        _needs(self.window, self.horizon, "window", type(self).__name__)
-
-    def _window(self) -> int:
-        if self.window is not None:
-            return int(self.window)
+    def _default_window(self) -> int:
         return max(1, math.ceil(self.horizon ** (1.0 - self.beta)))
 
     def _transform(self, feedback):
@@ -593,8 +592,10 @@ class SWKLUCB(_SlidingWindow):
         self.c = c
         self.seed = seed
 
-    def _window(self) -> int:
-        return int(self.window) if self.window is not None else math.ceil(self.sigma ** (-0.8) - 1e-9)
+    _window_from_horizon = False
+
+    def _default_window(self) -> int:
+        return math.ceil(self.sigma ** (-0.8) - 1e-9)
 
     def _transform(self, feedback):
         return _clip01(feedback)
