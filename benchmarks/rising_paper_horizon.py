@@ -8,8 +8,8 @@ library classes at a short horizon (mean final regret within a few standard erro
 
 Run by hand (not in CI):
 
-    PYTHONPATH=src python benchmarks/rising_paper_horizon.py --horizon 1500000 --runs 5 \
-        --out docs/reproductions/ti-ucb/paper-horizon.json
+    PYTHONPATH=src python benchmarks/rising_paper_horizon.py --horizon 1500000 --runs 10 --also 100000 300000 \
+        --out docs/reproductions/ti-ucb/paper-horizon.json --plot docs/reproductions/ti-ucb/paper-horizon.png
 """
 
 from __future__ import annotations
@@ -193,18 +193,45 @@ def run_all(instance: str, horizon: int, runs: int, sigma: float = 0.1, seed: in
     return result
 
 
+def plot(results: list[dict], path: str) -> None:
+    """Mean cumulative regret against rounds, one panel per horizon."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6))
+    for ax, res in zip(np.atleast_1d(axes), results):
+        for name, rec in res["policies"].items():
+            ax.plot(res["checkpoints"], rec["mean_curve"], marker=".", label=name)
+        ax.set_title(f"{res['instance']}, T = {res['horizon']:,} ({res['runs']} runs)")
+        ax.set_xlabel("round")
+        ax.set_ylabel("cumulative regret (mean)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instance", default="fifteen-arm")
     parser.add_argument("--horizon", type=int, default=1_500_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--also", type=int, nargs="*", default=[300_000], help="further horizons to run")
-    parser.add_argument("--out")
+    parser.add_argument("--out", help="JSON file for the results")
+    parser.add_argument("--plot", help="PNG file for the regret curves")
+    parser.add_argument("--replot", help="only redraw --plot from this JSON file")
     args = parser.parse_args()
-    results = [run_all(args.instance, h, args.runs) for h in [*args.also, args.horizon]]
-    if args.out:
+    if args.replot:
+        with open(args.replot) as f:
+            results = json.load(f)
+    else:
+        results = [run_all(args.instance, h, args.runs) for h in [*args.also, args.horizon]]
+    if args.out and not args.replot:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
+    if args.plot:
+        plot(results, args.plot)
 
 
 if __name__ == "__main__":
