@@ -122,8 +122,12 @@ def _acceptance(ctx: ReportContext) -> str:
         best_base = max((p for p in rates if p != "TI-UCB"), key=lambda p: rates[p]["mean"], default=None)
         base = rates[best_base]["mean"] if best_base else float("nan")
         verdict = "HOLDS" if ti >= 0.8 and ti > base else "DOES NOT HOLD"
+        shares = next((np.asarray(r.extras["counts"], dtype=float) for r in ctx.results
+                       if r.error is None and r.scenario == "learners" and r.policy == "TI-UCB"), None)
+        spread = f" TI-UCB's pull shares per arm: {' '.join(f'{c / shares.sum():.2f}' for c in shares)}." if shares is not None else ""
         out.append(f"2. Learner scenario: TI-UCB's best_final_arm_rate {ti:.2f} (criterion >= 0.8 and above every "
-                   f"baseline; best baseline {best_base} {base:.2f}): **{verdict}**.")
+                   f"baseline; best baseline {best_base} {base:.2f}): **{verdict}** by the letter of the metric.{spread} "
+                   "Read it with the pull shares: a near-uniform split means the most-pulled arm is decided by a few pulls.")
     return "\n".join(out) if out else "The scenarios the criteria need did not run."
 
 
@@ -134,7 +138,7 @@ def _pull_shares(ctx: ReportContext) -> str:
         best = results[0].extras.get("best_arm")
         final = results[0].extras.get("best_final_arm")
         lines += [f"**{scenario}** (best fixed arm {best}, best converged arm {final})", "",
-                  "| policy | share of pulls per arm | TI-UCB resets per run |", "|---|---|---|"]
+                  "| policy | share of pulls per arm | resets per run (TI-UCB: change detections; Ser4: random restarts) |", "|---|---|---|"]
         for r in results:
             counts = np.asarray(r.extras.get("counts", []), dtype=float)
             shares = " ".join(f"{c / counts.sum():.2f}" for c in counts) if counts.size else "n/a"
