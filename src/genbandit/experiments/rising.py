@@ -1,0 +1,181 @@
+"""``reproduce ti-ucb``: the unit runner (records per-run pulls and TI-UCB's resets) and the report hook.
+
+The hook sets the paper's qualitative claims beside our numbers, checks the issue's acceptance
+criteria and writes where our results differ from the paper's.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+import numpy as np
+
+from ..core.simulator import simulate
+from ..core.validation import InvalidParameterError
+from .metrics import compute_metric, register_metric
+from .report import ReportContext, format_mean
+from .units import Unit, UnitResult, build_environment, build_policy
+
+__all__ = ["run_unit", "report"]
+
+
+@register_metric("best_final_arm_rate", "share of runs whose most-pulled arm has the best converged expected reward")
+def _best_final_arm_rate(result, env, policy):
+    if not hasattr(env, "best_final_arm"):
+        raise InvalidParameterError("best_final_arm_rate needs a rested rising environment (genbandit.envs.rising).")
+    return (result.counts.argmax(axis=1) == env.best_final_arm).astype(float)
+
+
+@register_metric("best_fixed_arm_rate", "share of runs whose most-pulled arm is the best fixed arm over the horizon")
+def _best_fixed_arm_rate(result, env, policy):
+    if not hasattr(env, "best_arm"):
+        raise InvalidParameterError("best_fixed_arm_rate needs a rested rising environment (genbandit.envs.rising).")
+    return (result.counts.argmax(axis=1) == env.best_arm).astype(float)
+
+
+def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
+    """The standard unit, plus extras: per-run pull counts, the oracle arms, TI-UCB's reset counts."""
+    start = time.perf_counter()
+    try:
+        env = build_environment(unit.scenario, unit.horizon)
+        policy = build_policy(unit.policy, env, unit.horizon)
+        result = simulate(env, policy, unit.horizon, n_runs=unit.scenario.n_runs, seed=unit.seeds(),
+                          n_checkpoints=unit.n_checkpoints, progress=progress,
+                          description=f"{unit.scenario_name} / {unit.policy.label}")
+        metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
+        extras = {
+            "counts": result.counts.sum(axis=0).tolist(),
+            "counts_per_run": result.counts.tolist(),
+            "best_arm": env.best_arm,
+            "best_final_arm": env.best_final_arm,
+        }
+        if hasattr(policy, "_resets"):
+            extras["resets_per_run"] = np.asarray(policy._resets).reshape(result.n_runs, -1).sum(axis=1).tolist()
+        return UnitResult.from_simulation(unit, result, metrics, extras=extras)
+    except Exception:  # noqa: BLE001 - a failed unit is reported, not raised
+        return UnitResult(unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=unit.horizon,
+                          n_runs=unit.scenario.n_runs, wall_time=time.perf_counter() - start, error=traceback.format_exc())
+
+
+_SW = ("SW-UCB", "SW-TS", "SW-KL-UCB")
+
+_CLAIMS = {
+    "two-arm": "TI-UCB has the lowest regret at the horizon; SW-UCB (and others) are better at the initial stage, then "
+               "converge to the suboptimal arm and regret grows linearly (Fig. 3b).",
+    "fifteen-arm": "TI-UCB has the lowest regret at the horizon (T = 1.5M); SW-TS's regret slope also starts to decrease, "
+                   "but much later; R-ed-UCB shows no consistent advantage (Fig. 3d).",
+    "learners": "IMDB analogue (Fig. 4b): TI-UCB beats all baselines at the horizon despite fluctuating curves; "
+                "R-ed-UCB has not converged to the optimal arm by the horizon.",
+    "llm-replay": "LLM selection (Fig. 5b): TI-UCB has the lowest cumulative regret and is not trapped by the API model's "
+                  "high initial reward; the sliding-window algorithms outperform most other baselines.",
+}
+
+
+def _final(ctx: ReportContext, scenario: str) -> dict[str, dict]:
+    return {r["policy"]: r for r in ctx.records if r["scenario"] == scenario and r["metric"] == "final_regret"}
+
+
+def _ranking(finals: dict[str, dict]) -> list[str]:
+    return sorted(finals, key=lambda p: finals[p]["mean"])
+
+
+def _early_leader(ctx: ReportContext, scenario: str) -> tuple[str, int] | None:
+    results = [r for r in ctx.results if r.error is None and r.scenario == scenario]
+    if not results:
+        return None
+    r0 = results[0]
+    column = int(np.searchsorted(r0.rounds, max(r0.horizon // 10, 1)))
+    best = min(results, key=lambda r: r.regret[:, column].mean())
+    return best.policy, int(r0.rounds[column])
+
+
+def _claims_section(ctx: ReportContext) -> str:
+    lines = ["| scenario | the paper says | ours: ranking by final regret (best first) | ours: lowest regret at T/10 |", "|---|---|---|---|"]
+    for scenario, claim in _CLAIMS.items():
+        finals = _final(ctx, scenario)
+        if not finals:
+            continue
+        rank = _ranking(finals)
+        early = _early_leader(ctx, scenario)
+        lines.append(f"| {scenario} | {claim} | {' < '.join(rank)} | {f'{early[0]} (t = {early[1]})' if early else 'n/a'} |")
+    return "\n".join(lines)
+
+
+def _acceptance(ctx: ReportContext) -> str:
+    out = []
+    finals = _final(ctx, "two-arm")
+    if "TI-UCB" in finals:
+        others = {p: finals[p]["mean"] for p in ("SW-UCB", "SW-TS", "UCB1") if p in finals}
+        best_name = min(others, key=others.get) if others else None
+        ratio = finals["TI-UCB"]["mean"] / others[best_name] if best_name else float("nan")
+        horizon = next((r.horizon for r in ctx.results if r.scenario == "two-arm"), 0)
+        verdict = "HOLDS" if ratio <= 0.2 else "DOES NOT HOLD"
+        ctx.add_record("two-arm", "TI-UCB", "regret_ratio_to_best_of_SW-UCB_SW-TS_UCB1", [ratio])
+        out.append(f"1. Two-arm problem at T = {horizon:,} (paper: 200,000): TI-UCB's final regret "
+                   f"{format_mean(finals['TI-UCB']['mean'], finals['TI-UCB']['stderr'])} against the best of SW-UCB, "
+                   f"SW-TS and UCB1 ({best_name}, {format_mean(others[best_name], finals[best_name]['stderr'])}): "
+                   f"ratio {ratio:.3f}, criterion <= 0.2: **{verdict}**.")
+    rates = {r["policy"]: r for r in ctx.records if r["scenario"] == "learners" and r["metric"] == "best_final_arm_rate"}
+    if "TI-UCB" in rates:
+        ti = rates["TI-UCB"]["mean"]
+        best_base = max((p for p in rates if p != "TI-UCB"), key=lambda p: rates[p]["mean"], default=None)
+        base = rates[best_base]["mean"] if best_base else float("nan")
+        verdict = "HOLDS" if ti >= 0.8 and ti > base else "DOES NOT HOLD"
+        shares = next((np.asarray(r.extras["counts"], dtype=float) for r in ctx.results
+                       if r.error is None and r.scenario == "learners" and r.policy == "TI-UCB"), None)
+        spread = f" TI-UCB's pull shares per arm: {' '.join(f'{c / shares.sum():.2f}' for c in shares)}." if shares is not None else ""
+        out.append(f"2. Learner scenario: TI-UCB's best_final_arm_rate {ti:.2f} (criterion >= 0.8 and above every "
+                   f"baseline; best baseline {best_base} {base:.2f}): **{verdict}** by the letter of the metric.{spread} "
+                   "Read it with the pull shares: a near-uniform split means the most-pulled arm is decided by a few pulls.")
+    return "\n".join(out) if out else "The scenarios the criteria need did not run."
+
+
+def _pull_shares(ctx: ReportContext) -> str:
+    lines = []
+    for scenario in dict.fromkeys(r.scenario for r in ctx.results if r.error is None):
+        results = [r for r in ctx.results if r.error is None and r.scenario == scenario]
+        best = results[0].extras.get("best_arm")
+        final = results[0].extras.get("best_final_arm")
+        lines += [f"**{scenario}** (best fixed arm {best}, best converged arm {final})", "",
+                  "| policy | share of pulls per arm | resets per run (TI-UCB: change detections; Ser4: random restarts) |", "|---|---|---|"]
+        for r in results:
+            counts = np.asarray(r.extras.get("counts", []), dtype=float)
+            shares = " ".join(f"{c / counts.sum():.2f}" for c in counts) if counts.size else "n/a"
+            resets = r.extras.get("resets_per_run")
+            lines.append(f"| {r.policy} | {shares} | {np.mean(resets):.1f} |" if resets else f"| {r.policy} | {shares} | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _differences(ctx: ReportContext) -> str:
+    parts = []
+    for scenario in ("two-arm", "fifteen-arm", "learners", "llm-replay"):
+        finals = _final(ctx, scenario)
+        if "TI-UCB" not in finals:
+            continue
+        rank = _ranking(finals)
+        ahead = rank[: rank.index("TI-UCB")]
+        if ahead:
+            parts.append(f"- **{scenario}**: TI-UCB ranks {rank.index('TI-UCB') + 1} of {len(rank)}; ahead of it: "
+                         + ", ".join(f"{p} ({format_mean(finals[p]['mean'], finals[p]['stderr'])})" for p in ahead)
+                         + f"; TI-UCB {format_mean(finals['TI-UCB']['mean'], finals['TI-UCB']['stderr'])}. The paper reports TI-UCB lowest.")
+        else:
+            parts.append(f"- **{scenario}**: TI-UCB has the lowest final regret, as the paper reports.")
+    sw = _final(ctx, "fifteen-arm")
+    if sw:
+        horizon = next((r.horizon for r in ctx.results if r.scenario == "fifteen-arm"), 0)
+        beats = [p for p in _SW if p in sw and "TI-UCB" in sw and sw[p]["mean"] < sw["TI-UCB"]["mean"]]
+        parts.append(f"- **Sliding windows on fifteen-arm at T = {horizon:,}** (the spec's quick check found them ahead of "
+                     f"TI-UCB at 300,000): here {', '.join(beats) or 'none'} of {', '.join(_SW)} end below TI-UCB. "
+                     "At the paper's horizon (1,500,000) see docs/ti-ucb.md, 'The sliding-window question', measured "
+                     "with benchmarks/rising_paper_horizon.py.")
+    return "\n".join(parts)
+
+
+def report(ctx: ReportContext) -> None:
+    """Acceptance criteria, claims beside ours, pull shares, and where we differ."""
+    ctx.add_section("Acceptance criteria (issue 4)", _acceptance(ctx))
+    ctx.add_section("The paper's qualitative claims beside ours", _claims_section(ctx))
+    ctx.add_section("Where our results differ from the paper's", _differences(ctx))
+    ctx.add_section("Where the pulls went", _pull_shares(ctx))
