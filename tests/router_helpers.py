@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
+import signal
 import shutil
 import socket
 import subprocess
@@ -18,8 +20,11 @@ from numbers import Integral, Real
 from pathlib import Path
 
 import httpx
+import uvicorn  # noqa: F401 - imported here (with the CLI below) so that forked router processes start at once
 import numpy as np
 
+import genbandit.cli  # noqa: F401
+import genbandit.router.app  # noqa: F401
 from genbandit.core.base import Policy
 from genbandit.core.validation import Interval
 
@@ -196,30 +201,62 @@ def write_config(path: Path, *, models: list[dict], policy: str = "router_helper
     return path
 
 
+class _Child:
+    """A router process started by fork (the test process has already imported everything, so it starts at once)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.process = multiprocessing.get_context("fork").Process(target=_cli, args=(argv,), daemon=True)
+        self.process.start()
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handlers, no final snapshot."""
+        os.kill(self.process.pid, signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.process.terminate()
+
+    def wait(self, timeout: float | None = None) -> None:
+        self.process.join(timeout)
+
+
+def _cli(argv: list[str]) -> None:
+    from genbandit.cli import main
+
+    sys.exit(main(argv))
+
+
 @contextlib.contextmanager
 def router_process(config: Path, port: int | None = None):
-    """``genbandit serve --config`` in a child process; yields (base URL, Popen)."""
+    """``genbandit serve --config CONFIG`` in a child process on 127.0.0.1; yields (base URL, process)."""
     port = port or free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "genbandit.cli", "serve", "--config", str(config), "--port", str(port), "--log-level", "warning"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    child = _Child(["serve", "--config", str(config), "--port", str(port), "--log-level", "warning"])
     url = f"http://127.0.0.1:{port}"
+
+    def up():
+        if not child.alive():
+            raise RuntimeError(f"the router process exited with {child.process.exitcode}")
+        return httpx.get(url + "/healthz", timeout=1).status_code == 200
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if up():
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            child.kill()
+            raise TimeoutError("the router process did not answer /healthz within 60 s")
+        time.sleep(0.05)
     try:
-        wait_until(lambda: proc.poll() is None and httpx.get(url + "/healthz", timeout=1).status_code == 200, timeout=60, what="the router process")
-    except TimeoutError:
-        proc.kill()
-        raise RuntimeError("router process did not start: " + proc.stderr.read().decode()[-2000:]) from None
-    try:
-        yield url, proc
+        yield url, child
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if child.alive():
+            child.terminate()
+            child.wait(15)
+            if child.alive():
+                child.kill()
+                child.wait()

@@ -50,15 +50,23 @@ class HashingEmbedder:
 
 
 class _Locked:
-    """Serialises calls into a model that is not meant to be called from several threads at once."""
+    """Serialises calls into a model that is not meant to be called from several threads at once.
 
-    def __init__(self, inner) -> None:
+    :class:`~genbandit.embeddings.SentenceEmbedder` keeps every vector it made in memory; a
+    server sees endless new prompts, so that memory is dropped once it holds ``max_cached``.
+    """
+
+    def __init__(self, inner, max_cached: int = 10000) -> None:
         self.inner = inner
+        self.max_cached = max_cached
         self._lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> np.ndarray:
         with self._lock:
-            return unit_norm(np.asarray(self.inner.encode(texts), dtype=float))
+            out = unit_norm(np.asarray(self.inner.encode(texts), dtype=float))
+            if len(getattr(self.inner, "_memory", None) or ()) > self.max_cached:
+                self.inner._memory = None
+            return out
 
 
 def make_embedder(spec):
@@ -69,7 +77,8 @@ def make_embedder(spec):
         return HashingEmbedder(spec.dim), spec.dim
     from ..embeddings import SentenceEmbedder
 
-    model = _Locked(SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir))
+    # No disk cache unless the config names one: a server's prompts rarely repeat.
+    model = _Locked(SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir or False))
     dim = int(model.encode(["warm-up"]).shape[1])  # loads the weights now, not on the first request
     if spec.dim is not None and spec.dim != dim:
         from ..core.validation import InvalidParameterError
