@@ -20,6 +20,8 @@ from numbers import Integral, Real
 from pathlib import Path
 
 import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
 import uvicorn  # noqa: F401 - imported here (with the CLI below) so that forked router processes start at once
 import numpy as np
 
@@ -107,7 +109,9 @@ def serve_in_thread(app, port: int | None = None):
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    wait_until(lambda: server.started, what="uvicorn to start")
+    wait_until(lambda: server.started or not thread.is_alive(), timeout=120, what="uvicorn to start")
+    if not server.started:
+        raise RuntimeError("the server did not start (see the log above)")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -117,9 +121,6 @@ def serve_in_thread(app, port: int | None = None):
 
 def upstream_app(label: str):
     """A small OpenAI-compatible upstream: answers '<label>:<model> heard: <last user text>'."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, StreamingResponse
-
     app = FastAPI()
     app.state.seen = []
 

@@ -117,6 +117,28 @@ def test_expired_decisions_are_refused(tmp_path):
     router.close()
 
 
+def test_default_policy_is_rff_ucb_and_learns_by_prompt(tmp_path):
+    """The default policy (no [policy] table): RFF-UCB over real prompt embeddings' stand-in, two planted prompt kinds."""
+    path = write_config(tmp_path / "router.toml", models=MODELS, embedding={"kind": "none", "dim": 2}, store={"path": str(tmp_path / "s.db")})
+    path.write_text(path.read_text().replace('[policy]\nname = "router_helpers:DisjointLinUCB"\nparams = {  }\n', ""))
+    config = load_router_config(path)
+    assert config.policy.name == "RFF-UCB" and config.policy.params == {}
+    router = Router(config)
+    assert type(router.policy).name == "RFF-UCB" and router.policy.n_features == 2 and router.policy.n_arms == 2
+    x, z = [1.0, 0.0], [0.0, 1.0]
+    for t in range(60):
+        ctx = (x, z)[t % 2]
+        d = router.route(embedding=ctx)
+        router.feedback(d.id, 1.0 if d.arm == t % 2 else 0.0)
+    assert [router.route(embedding=x).arm for _ in range(5)] == [0] * 5
+    assert [router.route(embedding=z).arm for _ in range(5)] == [1] * 5
+    live = router.policy.state_dict()
+    router.store.close()  # crash
+    again = Router(config)
+    assert learned(again.policy.state_dict()) == learned(live) and again.policy.t == 60
+    again.close()
+
+
 # ------------------------------------------------------------------------------------------ persistence
 def test_restart_replays_the_log_after_the_snapshot(tmp_path):
     """A crash (no final snapshot) loses nothing: snapshot + log replay rebuild the same state."""

@@ -168,7 +168,12 @@ def test_concurrent_load_then_kill9_loses_nothing_acknowledged(tmp_path):
         assert stats["feedback"] == len(log) and stats["policy_rounds"] == len(log)
 
 
-def test_two_replicas_on_one_redis_share_the_policy(tmp_path):
+@pytest.mark.parametrize(
+    "policy, params",
+    [("RFF-UCB", {"n_components": 50, "sigma": 1.0, "eta": 1.0, "seed": 0}), ("router_helpers:DisjointLinUCB", {"beta": 0.1, "seed": 0})],
+    ids=["RFF-UCB", "user-policy"],
+)
+def test_two_replicas_on_one_redis_share_the_policy(tmp_path, policy, params):
     x = [1.0, 0.0]
     with redis_server() as redis_url:
         cfgs = []
@@ -176,7 +181,8 @@ def test_two_replicas_on_one_redis_share_the_policy(tmp_path):
             cfgs.append(write_config(
                 tmp_path / f"{name}.toml",
                 models=[{"name": "good", "base_url": "http://127.0.0.1:9/v1"}, {"name": "bad", "base_url": "http://127.0.0.1:9/v1"}],
-                params={"beta": 0.1},
+                policy=policy,
+                params=params,
                 embedding={"kind": "none", "dim": 2},
                 store={"kind": "redis", "url": redis_url, "prefix": "test-router"},
             ))
