@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -104,6 +105,36 @@ def test_feedback_is_idempotent_and_conflicts_change_nothing(tmp_path):
     assert router.policy.state_dict() == before and router.policy.t == 1 and router.store.log_length() == 1
     assert router.store.counters(2)["feedback"] == [1, 0] if d.arm == 0 else [0, 1]
     router.close()
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "redis"])
+def test_racing_feedback_for_one_decision_counts_once(tmp_path, store_kind):
+    """16 threads send feedback for the same decisions at once (group commit batches them): one wins per decision."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from router_helpers import redis_server
+
+    with contextlib.ExitStack() as stack:
+        store = {"path": str(tmp_path / "s.db")}
+        if store_kind == "redis":
+            store = {"kind": "redis", "url": stack.enter_context(redis_server()), "prefix": "race"}
+        router = Router(make_config(tmp_path, store=store))
+        ids = [router.route(embedding=[1, 0, 0, i + 1]).id for i in range(8)]
+
+        def send(job):
+            did, reward = job
+            try:
+                return router.feedback(did, reward)["status"]
+            except FeedbackConflict:
+                return "conflict"
+
+        jobs = [(did, 0.5) for did in ids for _ in range(4)] + [(did, 0.25) for did in ids for _ in range(2)]
+        with ThreadPoolExecutor(16) as pool:
+            outcomes = list(pool.map(send, jobs))
+        assert outcomes.count("accepted") == 8
+        assert outcomes.count("duplicate") + outcomes.count("conflict") == len(jobs) - 8
+        assert router.policy.t == 8 and router.store.log_length() == 8 and sum(router.store.counters(2)["feedback"]) == 8
+        router.close()
 
 
 def test_expired_decisions_are_refused(tmp_path):

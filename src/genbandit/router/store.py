@@ -133,8 +133,24 @@ CREATE TABLE IF NOT EXISTS counters (
 """
 
 
+class _Pending:
+    __slots__ = ("fn", "args", "durable", "done", "result", "error")
+
+    def __init__(self, fn, args, durable: bool) -> None:
+        self.fn, self.args, self.durable = fn, args, durable
+        self.done, self.result, self.error = False, None, None
+
+
 class SQLiteStore(Store):
-    """State in one SQLite file (WAL). Writes go through one connection under a lock."""
+    """State in one SQLite file (WAL), written through one connection with group commit.
+
+    Concurrent writers queue their operations; whichever thread holds the write lock runs every
+    queued operation in one transaction (each in its own savepoint, so one refusal undoes only
+    itself) and commits once, so N concurrent feedbacks cost one fsync, not N. A writer returns
+    only after the commit that holds its operation. Feedback commits are ``synchronous``
+    (``FULL`` by default: fsynced); decision-only commits are ``NORMAL`` (they survive a crash of
+    the process, and the next feedback commit makes them durable on disk too).
+    """
 
     kind = "sqlite"
 
@@ -143,10 +159,13 @@ class SQLiteStore(Store):
         self.synchronous = synchronous
         self._purge_every = purge_every
         self._puts = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held by the thread committing a batch
+        self._queue: list[_Pending] = []
+        self._queue_lock = threading.Lock()
         self._local = threading.local()
         self._conn = self._connect()
         self._conn.executescript(_SCHEMA)
+        self._sync_mode = self.synchronous.upper()
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
@@ -161,17 +180,44 @@ class SQLiteStore(Store):
             conn = self._local.conn = self._connect()
         return conn
 
-    def _write(self, fn, *args):
+    def _write(self, fn, *args, durable: bool = True):
+        item = _Pending(fn, args, durable)
+        with self._queue_lock:
+            self._queue.append(item)
         with self._lock:
-            cur = self._conn.cursor()
+            if not item.done:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._commit(batch)
+        if item.error is not None:
+            raise item.error
+        return item.result
+
+    def _commit(self, batch: list[_Pending]) -> None:
+        cur = self._conn.cursor()
+        mode = self.synchronous.upper() if any(it.durable for it in batch) else "NORMAL"
+        if mode != self._sync_mode:
+            cur.execute(f"PRAGMA synchronous={mode}")
+            self._sync_mode = mode
+        try:
             cur.execute("BEGIN IMMEDIATE")
-            try:
-                out = fn(cur, *args)
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+            for it in batch:
+                cur.execute("SAVEPOINT op")
+                try:
+                    it.result = it.fn(cur, *it.args)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    cur.execute("ROLLBACK TO op")
+                    it.error = exc
+                cur.execute("RELEASE op")
             cur.execute("COMMIT")
-            return out
+        except BaseException as exc:  # noqa: BLE001 - the whole batch failed; every caller hears of it
+            if self._conn.in_transaction:
+                cur.execute("ROLLBACK")
+            for it in batch:
+                it.error = it.error or exc
+        finally:
+            for it in batch:
+                it.done = True
 
     def init_snapshot(self, state: dict) -> tuple[dict, Any]:
         def op(cur):
@@ -201,7 +247,7 @@ class SQLiteStore(Store):
             if self._puts % self._purge_every == 0:
                 cur.execute("DELETE FROM decisions WHERE created < ?", (decision.created - keep_s,))
 
-        self._write(op)
+        self._write(op, durable=False)
 
     def get_decision(self, decision_id: str) -> Decision | None:
         row = self._reader().execute("SELECT id, arm, context, created, forced, reward FROM decisions WHERE id = ?", (decision_id,)).fetchone()
