@@ -315,3 +315,17 @@ def test_user_policy_class_is_used(tmp_path):
     router = Router(make_config(tmp_path))
     assert isinstance(router.policy, DisjointLinUCB)
     router.close()
+
+
+def test_batched_embedder_gives_every_caller_its_own_rows():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from genbandit.router.embedders import HashingEmbedder, _Batched
+
+    inner = HashingEmbedder(dim=32)
+    batched = _Batched(inner, max_batch=5)
+    texts = [[f"prompt number {i}", f"another {i} {i}"][: 1 + i % 2] for i in range(40)]
+    with ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(batched.encode, texts))
+    for t, out in zip(texts, outs):
+        np.testing.assert_allclose(out, inner.encode(t), rtol=0, atol=1e-12)

@@ -49,24 +49,55 @@ class HashingEmbedder:
         return unit_norm(np.stack([self._vector(t) for t in texts])) if texts else np.zeros((0, self.dim))
 
 
-class _Locked:
-    """Serialises calls into a model that is not meant to be called from several threads at once.
+class _Batched:
+    """Runs a model for several threads at once: texts that arrive while it is busy go in one batch.
 
+    Whichever waiting thread takes the lock embeds every queued text in one forward pass (a
+    batch of 8 costs far less than 8 single calls on a CPU) and hands each caller its rows.
     :class:`~genbandit.embeddings.SentenceEmbedder` keeps every vector it made in memory; a
     server sees endless new prompts, so that memory is dropped once it holds ``max_cached``.
     """
 
-    def __init__(self, inner, max_cached: int = 10000) -> None:
+    def __init__(self, inner, max_batch: int = 64, max_cached: int = 10000) -> None:
         self.inner = inner
+        self.max_batch = max_batch
         self.max_cached = max_cached
         self._lock = threading.Lock()
+        self._queue_lock = threading.Lock()
+        self._queue: list[list] = []  # [texts, result, error, done]
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        with self._lock:
-            out = unit_norm(np.asarray(self.inner.encode(texts), dtype=float))
+        item = [list(texts), None, None, False]
+        with self._queue_lock:
+            self._queue.append(item)
+        while not item[3]:
+            with self._lock:
+                if item[3]:
+                    break
+                with self._queue_lock:
+                    batch, size = [], 0
+                    while self._queue and (not batch or size + len(self._queue[0][0]) <= self.max_batch):
+                        size += len(self._queue[0][0])
+                        batch.append(self._queue.pop(0))
+                self._run(batch)
+        if item[2] is not None:
+            raise item[2]
+        return item[1]
+
+    def _run(self, batch: list[list]) -> None:
+        try:
+            vectors = unit_norm(np.asarray(self.inner.encode([t for it in batch for t in it[0]]), dtype=float))
+            start = 0
+            for it in batch:
+                it[1], start = vectors[start : start + len(it[0])], start + len(it[0])
+        except BaseException as exc:  # noqa: BLE001 - handed to every caller of the batch
+            for it in batch:
+                it[2] = exc
+        finally:
+            for it in batch:
+                it[3] = True
             if len(getattr(self.inner, "_memory", None) or ()) > self.max_cached:
                 self.inner._memory = None
-            return out
 
 
 def make_embedder(spec):
@@ -78,7 +109,7 @@ def make_embedder(spec):
     from ..embeddings import SentenceEmbedder
 
     # No disk cache unless the config names one: a server's prompts rarely repeat.
-    model = _Locked(SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir or False))
+    model = _Batched(SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir or False))
     dim = int(model.encode(["warm-up"]).shape[1])  # loads the weights now, not on the first request
     if spec.dim is not None and spec.dim != dim:
         from ..core.validation import InvalidParameterError
