@@ -446,13 +446,13 @@ class RedisStore(Store):
         }
 
     def recent(self, n: int) -> list[dict]:
-        out = []
-        for raw in self._r.lrange(self._k("recent"), 0, n - 1):
-            item = json.loads(raw)
-            reward = self._r.hget(self._k("d", item["decision_id"]), "reward")
+        items = [json.loads(raw) for raw in self._r.lrange(self._k("recent"), 0, n - 1)]
+        pipe = self._r.pipeline(transaction=False)
+        for item in items:
+            pipe.hget(self._k("d", item["decision_id"]), "reward")
+        for item, reward in zip(items, pipe.execute()):
             item["reward"] = None if reward is None else float(reward)
-            out.append(item)
-        return out
+        return items
 
     def log_length(self) -> int:
         return int(self._r.xlen(self._k("log")))
