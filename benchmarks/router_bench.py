@@ -69,33 +69,15 @@ def in_process(vectors: np.ndarray, n: int, tmp: Path) -> dict:
     })
     router = Router(config)
     rng = np.random.default_rng(1)
+    xs = [vectors[i % len(vectors)] for i in range(n)]
     out = {}
-    t_route, t_fb, t_sel, ids = [], [], [], []
-    for i in range(n):
-        x = vectors[i % len(vectors)]
-        t0 = time.perf_counter()
-        d = router.route(embedding=x.tolist())
-        t_route.append(time.perf_counter() - t0)
-        ids.append(d.id)
-    for did in ids:
-        t0 = time.perf_counter()
-        router.feedback(did, float(rng.uniform()))
-        t_fb.append(time.perf_counter() - t0)
-    for i in range(n):
-        t0 = time.perf_counter()
-        router.policy.select(vectors[i % len(vectors)])
-        t_sel.append(time.perf_counter() - t0)
-    ids = [router.route(embedding=vectors[i % len(vectors)].tolist()).id for i in range(n)]
-    t_par = []
-
-    def one(did):
-        t0 = time.perf_counter()
-        router.feedback(did, 0.5)
-        t_par.append(time.perf_counter() - t0)
-
+    t_route, decisions = timed(lambda x: router.route(embedding=x.tolist()), xs)
+    t_fb, _ = timed(lambda d: router.feedback(d.id, float(rng.uniform())), decisions)
+    t_sel, _ = timed(router.policy.select, xs)
+    ids = [router.route(embedding=x.tolist()).id for x in xs]
     start = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(one, ids))
+        t_par = [t for lat, _ in pool.map(lambda did: timed(lambda d: router.feedback(d, 0.5), [did]), ids) for t in lat]
     wall = time.perf_counter() - start
     out["genbandit route (RFF-UCB, SQLite write)"] = summary(t_route, sum(t_route))
     out["genbandit feedback (durable append + update)"] = summary(t_fb, sum(t_fb))
@@ -109,19 +91,21 @@ def in_process(vectors: np.ndarray, n: int, tmp: Path) -> dict:
         return out
     reg = {"small": {"blended_cost_per_m": 0.2}, "medium": {"blended_cost_per_m": 1.0}, "large": {"blended_cost_per_m": 5.0}}
     pb = BanditRouter(model_registry=reg, feature_service=FeatureService.for_precomputed(vectors.shape[1]), bandit_seed=0)
-    t_route, t_fb, logs = [], [], []
-    for i in range(n):
-        t0 = time.perf_counter()
-        _, log = pb.route(vectors[i % len(vectors)])
-        t_route.append(time.perf_counter() - t0)
-        logs.append(log.request_id)
-    for rid in logs:
-        t0 = time.perf_counter()
-        pb.process_feedback(rid, float(rng.uniform()))
-        t_fb.append(time.perf_counter() - t0)
+    t_route, routed = timed(pb.route, xs)
+    t_fb, _ = timed(lambda r: pb.process_feedback(r[1].request_id, float(rng.uniform())), routed)
     out["ParetoBandit route (LinUCB, in memory)"] = summary(t_route, sum(t_route))
     out["ParetoBandit process_feedback"] = summary(t_fb, sum(t_fb))
     return out
+
+
+def timed(fn, items) -> tuple[list[float], list]:
+    """Seconds each ``fn(item)`` took, and what it returned."""
+    latencies, results = [], []
+    for item in items:
+        t0 = time.perf_counter()
+        results.append(fn(item))
+        latencies.append(time.perf_counter() - t0)
+    return latencies, results
 
 
 # ------------------------------------------------------------------------------------------ over HTTP
