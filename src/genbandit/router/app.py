@@ -70,6 +70,30 @@ class _Metrics:
         self.rounds = Gauge("genbandit_router_policy_rounds", "Feedbacks the in-memory policy has learned from", registry=r)
 
 
+class _Measure:
+    """Pure ASGI middleware: counts requests by endpoint and status, times them to the first byte."""
+
+    def __init__(self, app, metrics: _Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), [500]
+
+        async def send_and_time(message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                self.metrics.latency.labels(getattr(scope.get("route"), "path", "other")).observe(time.perf_counter() - start)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_time)
+        finally:
+            self.metrics.requests.labels(getattr(scope.get("route"), "path", "other"), str(status[0])).inc()
+
+
 def _error(exc: RouterError, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"error": {"message": str(exc), "type": exc.type, "code": exc.code}}, status_code=exc.status, headers=headers)
 
@@ -150,15 +174,7 @@ def create_app(config: RouterConfig, *, router: Router | None = None, **router_o
     async def _router_error(request: Request, exc: RouterError) -> JSONResponse:
         return _error(exc)
 
-    @app.middleware("http")
-    async def _measure(request: Request, call_next):
-        start = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        endpoint = getattr(route, "path", "other")
-        metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
-        metrics.requests.labels(endpoint, str(response.status_code)).inc()
-        return response
+    app.add_middleware(_Measure, metrics=metrics)
 
     def _router(request: Request) -> Router:
         return request.app.state.router
