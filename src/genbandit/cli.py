@@ -12,7 +12,7 @@ from pathlib import Path
 from .core.registry import ENVIRONMENTS, POLICIES
 from .core.validation import GenbanditError
 from .experiments.config import builtin_configs, load_config
-from .experiments.runner import BACKENDS, run_experiment
+from .experiments.runner import available_backends, run_experiment
 
 log = logging.getLogger("genbandit")
 
@@ -101,7 +101,7 @@ def _list() -> None:
     print("\nReproductions (genbandit reproduce NAME):")
     for name, path in builtin_configs().items():
         print(f"  {name:<22} {load_config(path).title}")
-    print("\nBackends: " + ", ".join(sorted(BACKENDS)))
+    print("\nBackends: " + ", ".join(available_backends()))
 
 
 if __name__ == "__main__":  # pragma: no cover

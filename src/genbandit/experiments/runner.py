@@ -6,6 +6,7 @@ finish, so an interrupted sweep resumes from what it already has.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import sys
@@ -20,7 +21,7 @@ from ..core.validation import InvalidParameterError
 from .config import ExperimentConfig
 from .units import Unit, UnitResult, run_unit
 
-__all__ = ["plan_units", "run_experiment", "BACKENDS", "register_backend", "local_backend"]
+__all__ = ["plan_units", "run_experiment", "BACKENDS", "register_backend", "local_backend", "available_backends"]
 
 Backend = Callable[[list[Unit], dict], Iterator[UnitResult]]
 BACKENDS: dict[str, Backend] = {}
@@ -92,8 +93,10 @@ def run_experiment(
                 results[unit.unit_id] = previous
     todo = [u for u in units if u.unit_id not in results]
     options = {"progress": progress, **(backend_options or {})}
-    with tqdm(total=len(units), initial=len(results), desc=config.name, unit="unit", disable=not progress) as bar:
-        for result in BACKENDS[backend](todo, options):
+    stream = BACKENDS[backend](todo, options)
+    # closing(): on an interrupt the backend's cleanup (cancelling remote tasks) runs at once
+    with tqdm(total=len(units), initial=len(results), desc=config.name, unit="unit", disable=not progress) as bar, contextlib.closing(stream):
+        for result in stream:
             result.save(unit_dir)
             results[result.unit_id] = result
             bar.set_postfix_str(f"{result.scenario} / {result.policy}", refresh=False)
@@ -123,6 +126,12 @@ def _cpu_count() -> int:
     import os
 
     return os.cpu_count() or 1
+
+
+def available_backends() -> list[str]:
+    """Names of every backend, the optional ones included (they say what they need when used)."""
+    _load_optional_backends()
+    return sorted(BACKENDS)
 
 
 def _load_optional_backends() -> None:

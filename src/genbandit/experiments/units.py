@@ -109,6 +109,19 @@ class UnitResult:
             wall_time=result.wall_time,
         )
 
+    @classmethod
+    def failure(cls, unit: Unit, error: str, wall_time: float = 0.0) -> "UnitResult":
+        """The result of a unit that failed with ``error`` (a traceback, or a backend's message)."""
+        return cls(
+            unit_id=unit.unit_id,
+            scenario=unit.scenario_name,
+            policy=unit.policy.label,
+            horizon=unit.horizon,
+            n_runs=unit.scenario.n_runs,
+            wall_time=wall_time,
+            error=error,
+        )
+
     def frame(self) -> pd.DataFrame:
         """Tidy rows: scenario, policy, horizon, run, round, regret, reward."""
         n_runs, n_points = self.regret.shape
@@ -205,12 +218,4 @@ def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
         metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
         return UnitResult.from_simulation(unit, result, metrics, extras={"counts": result.counts.sum(axis=0).tolist()})
     except Exception:  # noqa: BLE001 - a unit's failure is data: it is reported, not raised
-        return UnitResult(
-            unit_id=unit.unit_id,
-            scenario=unit.scenario_name,
-            policy=unit.policy.label,
-            horizon=unit.horizon,
-            n_runs=unit.scenario.n_runs,
-            wall_time=time.perf_counter() - start,
-            error=traceback.format_exc(),
-        )
+        return UnitResult.failure(unit, traceback.format_exc(), time.perf_counter() - start)
