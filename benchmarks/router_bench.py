@@ -1,0 +1,232 @@
+"""Router throughput and latency on loopback, and in-process decision time beside ParetoBandit's.
+
+Run by hand (not in CI), from the repository root::
+
+    PYTHONPATH=src python benchmarks/router_bench.py --out docs/router_benchmark.json
+
+What it measures (every request goes to 127.0.0.1 only, and every phase is bounded in count and time):
+
+1. In process: ``Router.route`` on a precomputed 384-d embedding (policy, decision write to SQLite)
+   and ``Router.feedback`` (durable log append + policy update), the policy's ``select`` alone, and
+   ParetoBandit's ``BanditRouter.route`` / ``process_feedback`` on the same vectors (its
+   ``FeatureService.for_precomputed``: no PCA, no encoder).
+2. Over HTTP, ``genbandit serve`` in a child process: ``/v1/route`` with precomputed embeddings,
+   then ``/v1/feedback`` for those decisions, from ``--concurrency`` concurrent clients; then
+   ``/v1/route`` with prompt text embedded by the real all-MiniLM-L6-v2 model.
+
+Decisions per second are completed requests divided by the phase's wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TOPICS = ["a Python function that merges two sorted lists", "the causes of the French Revolution", "a haiku about autumn rain",
+          "how vaccines train the immune system", "a SQL query for the top five customers by revenue", "the proof that sqrt(2) is irrational",
+          "a polite email declining a meeting", "the difference between TCP and UDP", "a recipe for vegetable curry", "Bayes' theorem with an example"]
+ASKS = ["Write {}.", "Explain {} to a beginner.", "Summarise {} in three sentences.", "Give me {} and explain each step carefully, with examples.",
+        "Translate into French: {}.", "What are common mistakes with {}?"]
+
+
+def prompts(n: int) -> list[str]:
+    rng = np.random.default_rng(0)
+    return [ASKS[rng.integers(len(ASKS))].format(TOPICS[rng.integers(len(TOPICS))]) + f" (request {i})" for i in range(n)]
+
+
+def pct(values, q) -> float:
+    return float(np.percentile(np.asarray(values), q)) if len(values) else float("nan")
+
+
+def summary(lat_s: list[float], wall: float) -> dict:
+    ms = [x * 1e3 for x in lat_s]
+    return {"n": len(ms), "per_second": len(ms) / wall if wall > 0 else float("nan"), "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "wall_s": wall}
+
+
+# ------------------------------------------------------------------------------------------ in process
+def in_process(vectors: np.ndarray, n: int, tmp: Path) -> dict:
+    from genbandit.router import Router, load_router_config
+
+    config = load_router_config({
+        "models": [{"name": m, "base_url": "http://127.0.0.1:9/v1"} for m in ("small", "medium", "large")],
+        "embedding": {"kind": "none", "dim": vectors.shape[1]},
+        "store": {"path": str(tmp / "inproc.db"), "snapshot_every": 10**9},
+        "auth": {"feedback_keys": ["k"]},
+    })
+    router = Router(config)
+    rng = np.random.default_rng(1)
+    xs = [vectors[i % len(vectors)] for i in range(n)]
+    out = {}
+    t_route, decisions = timed(lambda x: router.route(embedding=x.tolist()), xs)
+    t_fb, _ = timed(lambda d: router.feedback(d.id, float(rng.uniform())), decisions)
+    t_sel, _ = timed(router.policy.select, xs)
+    ids = [router.route(embedding=x.tolist()).id for x in xs]
+    start = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        t_par = [t for lat, _ in pool.map(lambda did: timed(lambda d: router.feedback(d, 0.5), [did]), ids) for t in lat]
+    wall = time.perf_counter() - start
+    out["genbandit route (RFF-UCB, SQLite write)"] = summary(t_route, sum(t_route))
+    out["genbandit feedback (durable append + update)"] = summary(t_fb, sum(t_fb))
+    out["genbandit feedback from 8 threads (group commit)"] = summary(t_par, wall)
+    out["genbandit policy.select alone (RFF-UCB)"] = summary(t_sel, sum(t_sel))
+    router.close()
+
+    try:
+        from pareto_bandit import BanditRouter, FeatureService
+    except ImportError:
+        return out
+    reg = {"small": {"blended_cost_per_m": 0.2}, "medium": {"blended_cost_per_m": 1.0}, "large": {"blended_cost_per_m": 5.0}}
+    pb = BanditRouter(model_registry=reg, feature_service=FeatureService.for_precomputed(vectors.shape[1]), bandit_seed=0)
+    t_route, routed = timed(pb.route, xs)
+    t_fb, _ = timed(lambda r: pb.process_feedback(r[1].request_id, float(rng.uniform())), routed)
+    out["ParetoBandit route (LinUCB, in memory)"] = summary(t_route, sum(t_route))
+    out["ParetoBandit process_feedback"] = summary(t_fb, sum(t_fb))
+    return out
+
+
+def timed(fn, items) -> tuple[list[float], list]:
+    """Seconds each ``fn(item)`` took, and what it returned."""
+    latencies, results = [], []
+    for item in items:
+        t0 = time.perf_counter()
+        results.append(fn(item))
+        latencies.append(time.perf_counter() - t0)
+    return latencies, results
+
+
+# ------------------------------------------------------------------------------------------ over HTTP
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(config: dict, tmp: Path, name: str) -> tuple[subprocess.Popen, str]:
+    import httpx
+
+    lines = ['[[models]]\nname = "small"\nbase_url = "http://127.0.0.1:9/v1"', '[[models]]\nname = "medium"\nbase_url = "http://127.0.0.1:9/v1"',
+             '[[models]]\nname = "large"\nbase_url = "http://127.0.0.1:9/v1"']
+    lines.append("[embedding]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in config["embedding"].items()))
+    lines.append(f'[store]\npath = "{tmp / (name + ".db")}"\nsynchronous = "{config.get("synchronous", "full")}"')
+    lines.append('[auth]\nfeedback_keys = ["bench-key"]')
+    path = tmp / f"{name}.toml"
+    path.write_text("\n\n".join(lines) + "\n")
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT / "src")), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "genbandit.cli", "serve", "--config", str(path), "--port", str(port), "--log-level", "warning"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the router exited with {proc.returncode}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the router did not start")
+
+
+async def drive(url: str, bodies: list[dict], path: str, concurrency: int, max_seconds: float, headers: dict | None = None) -> tuple[dict, list]:
+    import httpx
+
+    latencies: list[float] = []
+    answers: list = [None] * len(bodies)
+    queue = iter(range(len(bodies)))
+    deadline = time.monotonic() + max_seconds
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+
+        async def worker():
+            for i in queue:
+                if time.monotonic() > deadline:
+                    return
+                t0 = time.perf_counter()
+                r = await client.post(path, json=bodies[i], headers=headers)
+                latencies.append(time.perf_counter() - t0)
+                r.raise_for_status()
+                answers[i] = r.json()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - start
+    return summary(latencies, wall), answers
+
+
+def over_http(vectors: np.ndarray, texts: list[str], args, tmp: Path) -> dict:
+    out = {}
+    proc, url = start_server({"embedding": {"kind": "none", "dim": int(vectors.shape[1])}}, tmp, "precomputed")
+    try:
+        warm = [{"embedding": vectors[i % len(vectors)].tolist()} for i in range(50)]
+        asyncio.run(drive(url, warm, "/v1/route", args.concurrency, 60))
+        bodies = [{"embedding": vectors[i % len(vectors)].tolist()} for i in range(args.requests)]
+        out["/v1/route, precomputed embedding"], answers = asyncio.run(drive(url, bodies, "/v1/route", args.concurrency, args.max_seconds))
+        rng = np.random.default_rng(2)
+        fb = [{"decision_id": a["decision_id"], "reward": float(rng.uniform())} for a in answers if a]
+        out["/v1/feedback"], _ = asyncio.run(drive(url, fb, "/v1/feedback", args.concurrency, args.max_seconds, {"x-api-key": "bench-key"}))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    proc, url = start_server({"embedding": {"kind": "sentence-transformers"}}, tmp, "minilm")
+    try:
+        asyncio.run(drive(url, [{"prompt": t} for t in texts[:20]], "/v1/route", args.concurrency, 120))
+        bodies = [{"prompt": texts[(i + 20) % len(texts)]} for i in range(args.model_requests)]
+        out["/v1/route, prompt embedded by all-MiniLM-L6-v2"], _ = asyncio.run(drive(url, bodies, "/v1/route", args.concurrency, args.max_seconds))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000, help="requests per precomputed-embedding phase")
+    parser.add_argument("--model-requests", type=int, default=300, help="requests in the real-model phase")
+    parser.add_argument("--inproc", type=int, default=1000, help="calls per in-process measurement")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="time bound of each HTTP phase")
+    parser.add_argument("--out", type=Path, help="also write the results as JSON here")
+    args = parser.parse_args()
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from genbandit.embeddings import SentenceEmbedder
+
+    texts = prompts(max(args.model_requests + 20, 500))
+    load_before = os.getloadavg()
+    vectors = SentenceEmbedder(cache_dir=False).encode(texts[:500]).astype(float)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {"in_process": in_process(vectors, args.inproc, Path(tmp)), "http": over_http(vectors, texts, args, Path(tmp))}
+    results["machine"] = {
+        "cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load_before, "load_after": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "concurrency": args.concurrency,
+    }
+    print(f"machine: {results['machine']}")
+    print("\n| in process | calls | per second | median (µs) | p99 (µs) |\n|---|---|---|---|---|")
+    for name, s in results["in_process"].items():
+        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms'] * 1e3:.0f} | {s['p99_ms'] * 1e3:.0f} |")
+    print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) |\n|---|---|---|---|---|")
+    for name, s in results["http"].items():
+        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} |")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""The router's TOML config: models, policy, embedding, state store, keys and limits.
+
+A config, in full (every table but ``[[models]]`` is optional)::
+
+    [server]
+    host = "127.0.0.1"
+    port = 8000
+    route_name = "auto"           # the model name that asks the router to choose (/v1/chat/completions)
+    max_prompt_chars = 32000      # longer prompts get 413
+    max_body_bytes = 1048576      # larger request bodies get 413
+    decision_ttl_s = 86400        # feedback after this gets 410 (forgotten after twice this: 404)
+    reward_range = [0.0, 1.0]     # feedback outside gets 422
+    cost_weight = 0.0             # the policy learns reward - cost_weight * cost of the model
+    upstream_timeout_s = 120.0
+    upstream_error_reward = -1.0  # optional: feedback recorded when an upstream fails (omit for none)
+    recent_decisions = 50         # how many /v1/stats lists
+
+    [[models]]
+    name = "small"                # what clients and feedback see
+    base_url = "http://127.0.0.1:9001/v1"   # an OpenAI-compatible endpoint
+    model = "qwen2.5-7b"          # the upstream's model id (default: name)
+    api_key_env = "SMALL_KEY"     # optional: environment variable holding the upstream key
+    cost = 0.2                    # optional, any unit (per request)
+
+    [policy]
+    name = "RFF-UCB"              # any registered contextual policy, or "package.module:Class"
+    params = { }                  # n_arms and n_features are filled in
+
+    [embedding]
+    kind = "sentence-transformers"  # or "hashing" (no model), or "none" (clients send embeddings)
+    model = "all-MiniLM-L6-v2"
+    dim = 384                     # for "hashing" and "none"
+
+    [store]
+    kind = "sqlite"               # or "redis" (several replicas sharing one policy)
+    path = "router.db"            # sqlite
+    synchronous = "full"          # sqlite: "full" survives power loss, "normal" survives process crashes
+    url = "redis://127.0.0.1:6379/0"  # redis
+    prefix = "genbandit"          # redis key prefix: one policy per prefix
+    snapshot_every = 500          # save the policy state after this many feedbacks
+
+    [auth]
+    feedback_keys = ["..."]       # keys for /v1/feedback (admin keys work too)
+    admin_keys = ["..."]          # keys for /v1/stats and /v1/admin/*
+    client_keys = []              # keys for /v1/route and /v1/chat/completions; empty = open
+    feedback_keys_env = "GENBANDIT_FEEDBACK_KEYS"  # optional, comma-separated, added to the lists
+
+Keys travel as ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.validation import InvalidParameterError
+
+__all__ = ["RouterConfig", "ModelSpec", "ServerSpec", "PolicySpec", "EmbeddingSpec", "StoreSpec", "AuthSpec", "load_router_config"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    cost: float = 0.0
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    route_name: str = "auto"
+    max_prompt_chars: int = 32000
+    max_body_bytes: int = 1 << 20
+    decision_ttl_s: float = 86400.0
+    reward_range: tuple[float, float] = (0.0, 1.0)
+    cost_weight: float = 0.0
+    upstream_timeout_s: float = 120.0
+    upstream_error_reward: float | None = None
+    recent_decisions: int = 50
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    name: str = "RFF-UCB"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EmbeddingSpec:
+    kind: str = "sentence-transformers"
+    model: str = "all-MiniLM-L6-v2"
+    dim: int | None = None
+    cache_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    kind: str = "sqlite"
+    path: str = "router.db"
+    synchronous: str = "full"
+    url: str = "redis://127.0.0.1:6379/0"
+    prefix: str = "genbandit"
+    snapshot_every: int = 500
+
+
+@dataclass(frozen=True)
+class AuthSpec:
+    feedback_keys: tuple[str, ...] = ()
+    admin_keys: tuple[str, ...] = ()
+    client_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    models: tuple[ModelSpec, ...]
+    server: ServerSpec = ServerSpec()
+    policy: PolicySpec = PolicySpec()
+    embedding: EmbeddingSpec = EmbeddingSpec()
+    store: StoreSpec = StoreSpec()
+    auth: AuthSpec = AuthSpec()
+
+    @property
+    def model_names(self) -> list[str]:
+        return [m.name for m in self.models]
+
+
+_TABLES = {"server", "models", "policy", "embedding", "store", "auth"}
+
+
+def _fail(where: str, message: str) -> None:
+    raise InvalidParameterError(f"Router config error in {where}: {message}")
+
+
+def _check_keys(table: Any, allowed: set[str], where: str) -> dict:
+    if not isinstance(table, dict):
+        _fail(where, f"must be a table. Got {table!r} instead.")
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        _fail(where, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}.")
+    return table
+
+
+def _number(value: Any, where: str, low: float | None = None, strict: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        _fail(where, f"must be a finite number. Got {value!r} instead.")
+    if low is not None and (value < low or (strict and value == low)):
+        _fail(where, f"must be {'>' if strict else '>='} {low}. Got {value!r} instead.")
+    return float(value)
+
+
+def _int(value: Any, where: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        _fail(where, f"must be an integer >= {low}. Got {value!r} instead.")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        _fail(where, f"must be a non-empty string. Got {value!r} instead.")
+    return value
+
+
+def _keys(table: dict, name: str) -> tuple[str, ...]:
+    keys = table.get(name, [])
+    if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
+        _fail(f"[auth] {name}", f"must be a list of non-empty strings. Got {keys!r} instead.")
+    env = table.get(name + "_env")
+    if env is not None:
+        keys = keys + [k.strip() for k in os.environ.get(_string(env, f"[auth] {name}_env"), "").split(",") if k.strip()]
+    return tuple(keys)
+
+
+def _server(raw: dict) -> ServerSpec:
+    where = "[server]"
+    t = _check_keys(raw, set(ServerSpec.__dataclass_fields__), where)
+    out: dict[str, Any] = {}
+    if "host" in t:
+        out["host"] = _string(t["host"], f"{where} host")
+    if "route_name" in t:
+        out["route_name"] = _string(t["route_name"], f"{where} route_name")
+    for name in ("port", "max_prompt_chars", "max_body_bytes", "recent_decisions"):
+        if name in t:
+            out[name] = _int(t[name], f"{where} {name}", 0 if name in ("port", "recent_decisions") else 1)
+    for name in ("decision_ttl_s", "upstream_timeout_s"):
+        if name in t:
+            out[name] = _number(t[name], f"{where} {name}", 0.0, strict=True)
+    if "cost_weight" in t:
+        out["cost_weight"] = _number(t["cost_weight"], f"{where} cost_weight", 0.0)
+    if "upstream_error_reward" in t:
+        out["upstream_error_reward"] = _number(t["upstream_error_reward"], f"{where} upstream_error_reward")
+    if "reward_range" in t:
+        rr = t["reward_range"]
+        if not isinstance(rr, list) or len(rr) != 2:
+            _fail(f"{where} reward_range", f"must be [low, high]. Got {rr!r} instead.")
+        lo, hi = (_number(v, f"{where} reward_range") for v in rr)
+        if not lo < hi:
+            _fail(f"{where} reward_range", f"needs low < high. Got {rr!r} instead.")
+        out["reward_range"] = (lo, hi)
+    spec = ServerSpec(**out)
+    if spec.upstream_error_reward is not None and not spec.reward_range[0] <= spec.upstream_error_reward <= spec.reward_range[1]:
+        _fail(f"{where} upstream_error_reward", f"must lie in reward_range {list(spec.reward_range)}.")
+    return spec
+
+
+def _models(raw: Any, route_name: str) -> tuple[ModelSpec, ...]:
+    if not isinstance(raw, list) or len(raw) < 2:
+        _fail("[[models]]", "name at least two models to route among.")
+    models = []
+    for i, m in enumerate(raw):
+        where = f"[[models]] #{i + 1}"
+        t = _check_keys(m, set(ModelSpec.__dataclass_fields__), where)
+        name = _string(t.get("name"), f"{where} name")
+        base_url = _string(t.get("base_url"), f"{where} base_url")
+        if not base_url.startswith(("http://", "https://")):
+            _fail(f"{where} base_url", f"must be an http(s) URL. Got {base_url!r} instead.")
+        models.append(
+            ModelSpec(
+                name=name,
+                base_url=base_url.rstrip("/"),
+                model=_string(t.get("model", name), f"{where} model"),
+                api_key_env=_string(t["api_key_env"], f"{where} api_key_env") if "api_key_env" in t else None,
+                cost=_number(t.get("cost", 0.0), f"{where} cost", 0.0),
+            )
+        )
+    names = [m.name for m in models]
+    if len(set(names)) != len(names):
+        _fail("[[models]]", f"model names must be unique. Got {names}.")
+    if route_name in names:
+        _fail("[[models]]", f"no model may be named {route_name!r}: that name asks the router to choose.")
+    return tuple(models)
+
+
+def load_router_config(source: str | Path | dict) -> RouterConfig:
+    """Read and validate a router config from a TOML path or a dict (see the module docstring)."""
+    if isinstance(source, dict):
+        raw = copy.deepcopy(source)
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise InvalidParameterError(f"No router config file {str(source)!r}.")
+        try:
+            raw = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidParameterError(f"Router config {str(source)!r} is not valid TOML: {exc}") from exc
+    _check_keys(raw, _TABLES, "the top level")
+    server = _server(raw.get("server", {}))
+    models = _models(raw.get("models"), server.route_name)
+
+    p = _check_keys(raw.get("policy", {}), {"name", "params"}, "[policy]")
+    params = p.get("params", {})
+    if not isinstance(params, dict) or {"n_arms", "n_features"} & set(params):
+        _fail("[policy] params", "must be a table without n_arms and n_features (the router fills them in).")
+    policy = PolicySpec(name=_string(p.get("name", "RFF-UCB"), "[policy] name"), params=params)
+
+    e = _check_keys(raw.get("embedding", {}), set(EmbeddingSpec.__dataclass_fields__), "[embedding]")
+    kind = e.get("kind", "sentence-transformers")
+    if kind not in ("sentence-transformers", "hashing", "none"):
+        _fail("[embedding] kind", f"must be 'sentence-transformers', 'hashing' or 'none'. Got {kind!r} instead.")
+    dim = _int(e["dim"], "[embedding] dim") if "dim" in e else None
+    if kind in ("hashing", "none") and dim is None:
+        _fail("[embedding] dim", f"is required with kind = {kind!r}.")
+    embedding = EmbeddingSpec(
+        kind=kind,
+        model=_string(e.get("model", "all-MiniLM-L6-v2"), "[embedding] model"),
+        dim=dim,
+        cache_dir=_string(e["cache_dir"], "[embedding] cache_dir") if "cache_dir" in e else None,
+    )
+
+    s = _check_keys(raw.get("store", {}), set(StoreSpec.__dataclass_fields__), "[store]")
+    store_kind = s.get("kind", "sqlite")
+    if store_kind not in ("sqlite", "redis"):
+        _fail("[store] kind", f"must be 'sqlite' or 'redis'. Got {store_kind!r} instead.")
+    synchronous = s.get("synchronous", "full")
+    if synchronous not in ("full", "normal"):
+        _fail("[store] synchronous", f"must be 'full' or 'normal'. Got {synchronous!r} instead.")
+    store = StoreSpec(
+        kind=store_kind,
+        path=_string(s.get("path", "router.db"), "[store] path"),
+        synchronous=synchronous,
+        url=_string(s.get("url", StoreSpec.url), "[store] url"),
+        prefix=_string(s.get("prefix", "genbandit"), "[store] prefix"),
+        snapshot_every=_int(s.get("snapshot_every", 500), "[store] snapshot_every"),
+    )
+
+    a = _check_keys(raw.get("auth", {}), {"feedback_keys", "admin_keys", "client_keys", "feedback_keys_env", "admin_keys_env", "client_keys_env"}, "[auth]")
+    auth = AuthSpec(feedback_keys=_keys(a, "feedback_keys"), admin_keys=_keys(a, "admin_keys"), client_keys=_keys(a, "client_keys"))
+    if not (auth.feedback_keys or auth.admin_keys):
+        _fail("[auth]", "name at least one feedback or admin key: feedback changes the policy and must not be open.")
+    return RouterConfig(models=models, server=server, policy=policy, embedding=embedding, store=store, auth=auth)

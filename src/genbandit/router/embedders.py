@@ -1,0 +1,118 @@
+"""Prompts to context vectors for the router.
+
+``sentence-transformers`` (default) runs all-MiniLM-L6-v2 offline through
+:class:`genbandit.embeddings.SentenceEmbedder`. ``hashing`` is signed feature hashing of word
+unigrams and bigrams (no model, no torch: for small deployments and tests of the service
+itself). ``none`` takes no prompts: clients send precomputed embeddings. Every context is scaled
+to unit norm, as the kernel policies assume (prompt embeddings on the sphere).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+
+import numpy as np
+
+__all__ = ["HashingEmbedder", "make_embedder", "unit_norm"]
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def unit_norm(x: np.ndarray) -> np.ndarray:
+    """``x / ||x||`` row-wise (rows of zeros stay zero)."""
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+
+
+class HashingEmbedder:
+    """Signed feature hashing of lower-cased word unigrams and bigrams into ``dim`` buckets.
+
+    >>> e = HashingEmbedder(dim=64).encode(["sort a list in python", "sort a list in python", "translate to French"])
+    >>> e.shape, bool(np.allclose(e[0], e[1])), round(float(e[0] @ e[0]), 6)
+    ((3, 64), True, 1.0)
+    """
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+
+    def _vector(self, text: str) -> np.ndarray:
+        words = _TOKEN.findall(text.lower())
+        out = np.zeros(self.dim)
+        for token in words + [a + " " + b for a, b in zip(words, words[1:])]:
+            h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
+            out[h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
+        return out
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return unit_norm(np.stack([self._vector(t) for t in texts])) if texts else np.zeros((0, self.dim))
+
+
+class _Batched:
+    """Runs a model for several threads at once: texts that arrive while it is busy go in one batch.
+
+    Whichever waiting thread takes the lock embeds every queued text in one forward pass (a
+    batch of 8 costs far less than 8 single calls on a CPU) and hands each caller its rows.
+    :class:`~genbandit.embeddings.SentenceEmbedder` keeps every vector it made in memory; a
+    server sees endless new prompts, so that memory is dropped once it holds ``max_cached``.
+    """
+
+    def __init__(self, inner, max_batch: int = 64, max_cached: int = 10000) -> None:
+        self.inner = inner
+        self.max_batch = max_batch
+        self.max_cached = max_cached
+        self._lock = threading.Lock()
+        self._queue_lock = threading.Lock()
+        self._queue: list[list] = []  # [texts, result, error, done]
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        item = [list(texts), None, None, False]
+        with self._queue_lock:
+            self._queue.append(item)
+        while not item[3]:
+            with self._lock:
+                if item[3]:
+                    break
+                with self._queue_lock:
+                    batch, size = [], 0
+                    while self._queue and (not batch or size + len(self._queue[0][0]) <= self.max_batch):
+                        size += len(self._queue[0][0])
+                        batch.append(self._queue.pop(0))
+                self._run(batch)
+        if item[2] is not None:
+            raise item[2]
+        return item[1]
+
+    def _run(self, batch: list[list]) -> None:
+        try:
+            vectors = unit_norm(np.asarray(self.inner.encode([t for it in batch for t in it[0]]), dtype=float))
+            start = 0
+            for it in batch:
+                it[1], start = vectors[start : start + len(it[0])], start + len(it[0])
+        except BaseException as exc:  # noqa: BLE001 - handed to every caller of the batch
+            for it in batch:
+                it[2] = exc
+        finally:
+            for it in batch:
+                it[3] = True
+            if len(getattr(self.inner, "_memory", None) or ()) > self.max_cached:
+                self.inner._memory = None
+
+
+def make_embedder(spec):
+    """``(embedder or None, dim)`` for an :class:`~genbandit.router.config.EmbeddingSpec`."""
+    if spec.kind == "none":
+        return None, spec.dim
+    if spec.kind == "hashing":
+        return HashingEmbedder(spec.dim), spec.dim
+    from ..embeddings import SentenceEmbedder
+
+    # No disk cache unless the config names one: a server's prompts rarely repeat.
+    model = _Batched(SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir or False))
+    dim = int(model.encode(["warm-up"]).shape[1])  # loads the weights now, not on the first request
+    if spec.dim is not None and spec.dim != dim:
+        from ..core.validation import InvalidParameterError
+
+        raise InvalidParameterError(f"[embedding] dim = {spec.dim}, but {spec.model} makes {dim}-dimensional embeddings.")
+    return model, dim
