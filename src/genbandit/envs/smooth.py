@@ -17,6 +17,7 @@ Two kinds of mean functions:
 
 from __future__ import annotations
 
+import functools
 from numbers import Integral, Real
 
 import numpy as np
@@ -225,14 +226,14 @@ class ClickCurveArms(_SmoothArms):
 
 
 # --------------------------------------------------------------------------------------- smoothing
-def smooth_click_rates(times, clicks, grid_x, bandwidth: float, prior_rate=None, prior_strength: float = 0.0, kernel: str = "gaussian") -> np.ndarray:
+def smooth_click_rates(times, clicks, grid_x, bandwidth: float, prior_rate=None, prior_strength: float = 0.0, kernel: str = "gaussian", degree: int = 1) -> np.ndarray:
     """Local-linear click rate of events (``times`` in [0, 1], 0/1 ``clicks``) on ``grid_x``.
 
     At each grid point x, weights ``K((t_i - x) / h)`` (Gaussian, or tricube on ``|u| < 1`` as in
     LOWESS) and a weighted least-squares line through the clicks give the rate at x. With
     ``prior_strength = m > 0`` the rate is shrunk toward ``prior_rate(x)`` as if m pseudo-impressions
     at that rate were added at x: ``(W r_ll + m prior) / (W + m)``, ``W`` the summed kernel weight.
-    The result is clipped to [0, 1].
+    ``degree=0`` gives the local-constant (Nadaraya-Watson) rate instead. The result is clipped to [0, 1].
 
     >>> x = np.linspace(0, 1, 5)
     >>> smooth_click_rates([0.1, 0.2, 0.8, 0.9], [1, 1, 0, 0], x, 0.3).round(2).tolist()
@@ -248,6 +249,8 @@ def smooth_click_rates(times, clicks, grid_x, bandwidth: float, prior_rate=None,
     det = s0 * s2 - s1**2
     with np.errstate(invalid="ignore", divide="ignore"):
         local_linear = np.where(det > 1e-12 * np.maximum(s0, 1e-300) ** 2, (s2 * m0 - s1 * m1) / det, m0 / np.maximum(s0, 1e-300))
+    if degree == 0:  # Nadaraya-Watson (local constant)
+        local_linear = m0 / np.maximum(s0, 1e-300)
     local_linear = np.clip(local_linear, 0.0, 1.0)
     if prior_strength > 0:
         prior = np.broadcast_to(np.asarray(prior_rate if prior_rate is not None else 0.0, dtype=float), local_linear.shape)
@@ -265,8 +268,14 @@ def ctr_standin_curves(n_arms: int = 20, day_seed: int = 0, grid_size: int = 200
     4. LOWESS-style local-linear smoothing (tricube kernel of half-width ``frac / 2`` of the day, so a
        window holds ``frac`` of the points as in LOWESS with ``it=0``), evaluated on the grid.
 
-    Returns ``(smoothed (n_arms, grid_size), truth (n_arms, grid_size))``.
+    Returns ``(smoothed (n_arms, grid_size), truth (n_arms, grid_size))`` (cached per arguments).
     """
+    smoothed, truth = _ctr_standin_curves(int(n_arms), int(day_seed), int(grid_size), float(impressions_per_second), float(frac))
+    return smoothed.copy(), truth.copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _ctr_standin_curves(n_arms, day_seed, grid_size, impressions_per_second, frac):
     rng = np.random.default_rng(day_seed)
     x = np.linspace(0.0, 1.0, grid_size)
     c = np.exp(rng.uniform(np.log(0.02), np.log(0.06), n_arms))
@@ -361,11 +370,17 @@ def obd_click_log(behavior_policy: str = "random", campaign: str = "all"):
 
 
 def obd_curves(n_arms: int = 5, behavior_policy: str = "random", campaign: str = "all", bandwidth: float = 0.1, prior_strength: float = 20.0, grid_size: int = 2001):
+    curves, items, log = _obd_curves(int(n_arms), behavior_policy, campaign, float(bandwidth), float(prior_strength), int(grid_size))
+    return curves.copy(), items.copy(), log.copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _obd_curves(n_arms, behavior_policy, campaign, bandwidth, prior_strength, grid_size):
     """Per-item click-rate curves over the logged week from the OBD sample.
 
     Time ``x`` in [0, 1] is the position of an impression between the first and last timestamp of
-    the log. The campaign-wide rate ``p(x)`` is the local-linear (Gaussian kernel, ``bandwidth`` in
-    units of the week) click rate of all impressions; each item's curve is its own local-linear rate
+    the log. The campaign-wide rate ``p(x)`` is the local-constant (Nadaraya-Watson, Gaussian kernel, ``bandwidth`` in
+    units of the week) click rate of all impressions; each item's curve is its own local-constant rate
     shrunk toward ``p(x)`` with ``prior_strength`` pseudo-impressions (:func:`smooth_click_rates`).
     Items: the ``n_arms`` with the most clicks (ties: more impressions, then lower id).
 
@@ -376,14 +391,14 @@ def obd_curves(n_arms: int = 5, behavior_policy: str = "random", campaign: str =
     x = (ts - ts.min()) / (ts.max() - ts.min())
     grid_x = np.linspace(0.0, 1.0, grid_size)
     clicks = log["click"].to_numpy().astype(float)
-    pooled = smooth_click_rates(x, clicks, grid_x, bandwidth)
+    pooled = smooth_click_rates(x, clicks, grid_x, bandwidth, degree=0)
     stats = log.groupby("item_id")["click"].agg(["sum", "count"]).reset_index()
     stats = stats.sort_values(["sum", "count", "item_id"], ascending=[False, False, True])
     items = stats["item_id"].to_numpy()[:n_arms]
     curves = np.empty((len(items), grid_size))
     for j, item in enumerate(items):
         mask = log["item_id"].to_numpy() == item
-        curves[j] = smooth_click_rates(x[mask], clicks[mask], grid_x, bandwidth, prior_rate=pooled, prior_strength=prior_strength)
+        curves[j] = smooth_click_rates(x[mask], clicks[mask], grid_x, bandwidth, prior_rate=pooled, prior_strength=prior_strength, degree=0)
     return np.clip(curves, 1e-4, 1 - 1e-4), items, log
 
 
