@@ -94,7 +94,7 @@ def rexp3_tuning(horizon: int, n_arms: int, V: float = 0.05, form: str = "printe
     (spec trap T8); ``gamma = min(1, sqrt(k log k / ((e - 1) batch)))``. The batch is capped at T.
 
     >>> rexp3_tuning(10**6, 2)
-    (130415, 0.002490...)
+    (130415, 0.002487...)
     """
     k = float(n_arms)
     scale = (horizon / V) ** (2 / 3)
@@ -112,7 +112,7 @@ def window_for(horizon: int, L: float = 1.0) -> int:
     ``sqrt(2 log T / tau)``. Balancing the two gives ``tau = (T sqrt(2 log T) / L)^(2/3)``.
 
     >>> window_for(10**6)
-    60460
+    30232
     """
     tau = (horizon * math.sqrt(2.0 * math.log(max(horizon, 2))) / L) ** (2 / 3)
     return int(min(max(math.ceil(tau), 1), horizon))
