@@ -93,8 +93,9 @@ def rexp3_tuning(horizon: int, n_arms: int, V: float = 0.05, form: str = "printe
     printed: ``ceil(k log^(1/3) k (T/V)^(2/3))``; besbes: ``ceil((k log k)^(1/3) (T/V)^(2/3))``
     (spec trap T8); ``gamma = min(1, sqrt(k log k / ((e - 1) batch)))``. The batch is capped at T.
 
-    >>> rexp3_tuning(10**6, 2)
-    (130415, 0.002487...)
+    >>> batch, gamma = rexp3_tuning(10**6, 2)
+    >>> batch, round(gamma, 5)
+    (130415, 0.00249)
     """
     k = float(n_arms)
     scale = (horizon / V) ** (2 / 3)
