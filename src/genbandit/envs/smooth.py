@@ -333,11 +333,7 @@ class CTRStandIn(ClickCurveArms):
 
     @property
     def grid(self):
-        cache = getattr(self, "_curves_cache", None)
-        if cache is None:
-            cache = ctr_standin_curves(self.n_arms_, self.day_seed)[0]
-            self._curves_cache = cache
-        return cache
+        return ctr_standin_curves(self.n_arms_, self.day_seed)[0]  # cached per arguments
 
     @classmethod
     def _check_examples(cls):
@@ -463,16 +459,12 @@ class OBDClickCurves(ClickCurveArms):
 
     @property
     def grid(self):
-        cache = getattr(self, "_curves_cache", None)
-        if cache is None:
-            cache, self._items, _ = obd_curves(self.n_arms_, self.behavior_policy, self.campaign, self.bandwidth, self.prior_strength)
-            self._curves_cache = cache
-        return cache
+        return obd_curves(self.n_arms_, self.behavior_policy, self.campaign, self.bandwidth, self.prior_strength)[0]  # cached
 
     @property
     def item_ids(self) -> list[int]:
-        _ = self.grid
-        return [int(i) for i in self._items]
+        """The OBD item ids behind arms 0..k-1."""
+        return [int(i) for i in obd_curves(self.n_arms_, self.behavior_policy, self.campaign, self.bandwidth, self.prior_strength)[1]]
 
     @classmethod
     def _check_examples(cls):
