@@ -15,9 +15,8 @@ the UCBs' ``reward_scale`` follow the environment's noise unless given.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
-import time
-import traceback
 
 import numpy as np
 
@@ -52,8 +51,6 @@ def _n_runs(unit: Unit) -> int:
 def _policy_params(unit: Unit, env) -> dict:
     spec = unit.policy
     cls = POLICIES.get(spec.policy)
-    import inspect
-
     accepted = inspect.signature(cls.__init__).parameters
     params = dict(spec.params)
     params.setdefault("n_arms", env.n_arms)
@@ -73,36 +70,28 @@ def _policy_params(unit: Unit, env) -> dict:
 
 
 def run_compiled(unit: Unit, progress: bool = False) -> UnitResult:
-    """Custom unit runner: the compiled fused loop, the standard result (a failure is data)."""
+    """Custom unit runner: the compiled fused loop, the standard result.
+
+    ``run_unit`` calls this inside its own ``try``, so a failure still comes back as a result with
+    ``error`` set.
+    """
     from ..policies._smooth_numba import simulate_smooth
 
-    start = time.perf_counter()
-    try:
-        n_runs = _n_runs(unit)
-        env_params = {k: v for k, v in unit.scenario.params.items() if k not in _RUNNER_KEYS}
-        env = build_environment(dataclasses.replace(unit.scenario, params=env_params), unit.horizon)
-        env_seed, policy_seed = unit.seeds()
-        env.reset(n_runs, seed=env_seed)  # draws the instances (static means for the one-armed BE)
-        params = _policy_params(unit, env)
-        policy = POLICIES.create(unit.policy.policy, **params)
-        result = simulate_smooth(env, policy, unit.horizon, n_runs=n_runs, seed=unit.seeds(), n_checkpoints=unit.n_checkpoints)
-        metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
-        shown = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in params.items() if k not in ("static_mean", "seed")}
-        extras = {"counts": result.counts.sum(axis=0).tolist(), "params": shown, "holder_constants": list(env.holder_constants())}
-        for attr in ("budget_", "epoch_length_", "batch_", "gamma_", "window_", "discount_"):
-            if hasattr(policy, attr):
-                extras[attr.rstrip("_")] = float(getattr(policy, attr))
-        return UnitResult.from_simulation(unit, result, metrics, extras=extras)
-    except Exception:  # noqa: BLE001 - a unit's failure is data
-        return UnitResult(
-            unit_id=unit.unit_id,
-            scenario=unit.scenario_name,
-            policy=unit.policy.label,
-            horizon=unit.horizon,
-            n_runs=unit.scenario.n_runs,
-            wall_time=time.perf_counter() - start,
-            error=traceback.format_exc(),
-        )
+    n_runs = _n_runs(unit)
+    env_params = {k: v for k, v in unit.scenario.params.items() if k not in _RUNNER_KEYS}
+    env = build_environment(dataclasses.replace(unit.scenario, params=env_params), unit.horizon)
+    env_seed, _ = unit.seeds()
+    env.reset(n_runs, seed=env_seed)  # draws the instances (static means for the one-armed BE)
+    params = _policy_params(unit, env)
+    policy = POLICIES.create(unit.policy.policy, **params)
+    result = simulate_smooth(env, policy, unit.horizon, n_runs=n_runs, seed=unit.seeds(), n_checkpoints=unit.n_checkpoints)
+    metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
+    shown = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in params.items() if k not in ("static_mean", "seed")}
+    extras = {"counts": result.counts.sum(axis=0).tolist(), "params": shown, "holder_constants": list(env.holder_constants())}
+    for attr in ("budget_", "epoch_length_", "batch_", "gamma_", "window_", "discount_"):
+        if hasattr(policy, attr):
+            extras[attr.rstrip("_")] = float(getattr(policy, attr))
+    return UnitResult.from_simulation(unit, result, metrics, extras=extras)
 
 
 def fit_slope(horizons, regrets) -> float:
