@@ -460,6 +460,13 @@ class SmoothRexp3(Policy):
 class _DriftUCB(Policy):
     _parameter_constraints = {"horizon": _HORIZON, "L": [_POSITIVE], "xi": [_POSITIVE], "reward_scale": [_POSITIVE]}
 
+    def _choose(self, bonus) -> np.ndarray:
+        """Unseen arms first (lowest index), else the argmax of ``S / N + bonus(N)``."""
+        unseen = self._n == 0
+        n = np.where(unseen, 1.0, self._n)
+        index = self._s / n + bonus(n)
+        return np.where(unseen.any(axis=1), unseen.argmax(axis=1), index.argmax(axis=1))
+
     @classmethod
     def _check_examples(cls):
         from ..envs.stochastic import BernoulliArms
@@ -507,11 +514,8 @@ class SmoothSWUCB(_DriftUCB):
         self._s = np.zeros((n_runs, self.n_arms))
 
     def _select(self, contexts) -> np.ndarray:
-        t = self._t + 1
-        unseen = self._n == 0
-        n = np.where(unseen, 1.0, self._n)
-        index = self._s / n + self.reward_scale * np.sqrt(self.xi * math.log(min(t, self._tau)) / n)
-        return np.where(unseen.any(axis=1), unseen.argmax(axis=1), index.argmax(axis=1))
+        log_t = math.log(min(self._t + 1, self._tau))
+        return self._choose(lambda n: self.reward_scale * np.sqrt(self.xi * log_t / n))
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts) -> None:
         rows = np.arange(self._n_runs)
@@ -563,11 +567,8 @@ class SmoothDUCB(_DriftUCB):
         self._s = np.zeros((n_runs, self.n_arms))
 
     def _select(self, contexts) -> np.ndarray:
-        unseen = self._n == 0
-        n = np.where(unseen, 1.0, self._n)
         total = np.maximum(self._n.sum(axis=1, keepdims=True), 1.0)
-        index = self._s / n + 2.0 * self.reward_scale * np.sqrt(self.xi * np.log(total) / n)
-        return np.where(unseen.any(axis=1), unseen.argmax(axis=1), index.argmax(axis=1))
+        return self._choose(lambda n: 2.0 * self.reward_scale * np.sqrt(self.xi * np.log(total) / n))
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts) -> None:
         rows = np.arange(self._n_runs)
