@@ -9,3 +9,4 @@ from . import combinatorial, rising, speculative  # noqa: F401  (registration)
 from .classic import EXP3, KLUCB, UCB1, EpsilonGreedy, GaussianThompsonSampling, RandomPolicy, ThompsonSampling
 
 __all__ = ["EXP3", "KLUCB", "UCB1", "EpsilonGreedy", "GaussianThompsonSampling", "RandomPolicy", "ThompsonSampling"]
+from . import smooth  # noqa: F401

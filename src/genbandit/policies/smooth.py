@@ -1,0 +1,578 @@
+"""Smooth non-stationary bandits: Budgeted Exploration and the baselines it is compared with.
+
+Jia, Xie, Kallus & Frazier, "Smooth Non-Stationary Bandits" (arXiv 2301.12366, ICML 2023).
+Mean rewards drift along Hölder-smooth curves ``r_a(t) = mu_a(t / T)`` (``beta = 1``: Lipschitz;
+``beta = 2``: Lipschitz derivative). Budgeted Exploration BE(B, Delta) splits the horizon into
+epochs of ``Delta * T`` rounds, forgets everything at each epoch start, and spends at most a budget
+``B`` of cumulative reward on arms that look worse; the smoothness order enters only through the
+tuning of (B, Delta).
+
+Every class is an ordinary :class:`~genbandit.core.base.Policy` (plain Python, one run or many).
+Long horizons (up to 10^8 rounds) run through :func:`genbandit.policies._smooth_numba.simulate_smooth`,
+numba loops that fuse these policies with the environments of :mod:`genbandit.envs.smooth` and agree
+with the plain versions round for round (``tests/test_smooth.py``).
+
+Rounds are 1-based; epoch ``i`` covers rounds ``((i-1) n, i n]`` with ``n = round(Delta T)``, the last
+epoch truncated at ``T`` (spec traps T6/T7). ``log`` is the natural log.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+from ..core.base import Policy
+from ..core.registry import register_policy
+from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
+
+__all__ = [
+    "be_ns_tuning",
+    "be_s_tuning",
+    "rexp3_tuning",
+    "window_for",
+    "BudgetedExploration",
+    "BENS",
+    "BES",
+    "SmoothRexp3",
+    "SmoothSWUCB",
+    "SmoothDUCB",
+]
+
+_POSITIVE = Interval(Real, 0, None, "neither")
+_HORIZON = [Interval(Integral, 1, None, "left")]
+
+
+# --------------------------------------------------------------------------------------- tunings
+def _epoch_rounds(delta: float, horizon: int) -> int:
+    """Epoch length in rounds: ``round(Delta T)`` clipped to [1, T] (spec trap T6)."""
+    return int(min(max(round(min(delta, 1.0) * horizon), 1), horizon))
+
+
+def be_ns_tuning(horizon: int, L: float = 1.0) -> tuple[float, float]:
+    """(Delta, B) of BE-NS, beta = 1 (paper Thm 5.2 / Prop 5.1).
+
+    ``Delta = L^(-2/3) T^(-1/3) log^(1/3) T`` and ``B = L^(-1/3) T^(1/3) log^(2/3) T``.
+
+    >>> d, b = be_ns_tuning(10**6)
+    >>> round(d, 4), round(b, 1), round(d * 10**6)
+    (0.024, 575.8, 23995)
+    """
+    T, lt = float(horizon), math.log(horizon)
+    return L ** (-2 / 3) * T ** (-1 / 3) * lt ** (1 / 3), L ** (-1 / 3) * T ** (1 / 3) * lt ** (2 / 3)
+
+
+def be_s_tuning(horizon: int, L: float = 1.0, n_arms: int | None = None) -> tuple[float, float]:
+    """(Delta, B) of BE-S, beta = 2: one-armed (Thm 5.4) or, with ``n_arms``, k-armed (Thm 6.2).
+
+    One-armed: ``Delta = L^(-2/5) T^(-1/5) log^(1/5) T``, ``B = L^(-1/5) T^(2/5) log^(3/5) T`` (the
+    paper's §7.3 budget ``T^(3/5) log^(4/5) T`` is a typo, spec trap T10). k-armed:
+    ``Delta = L^(-2/5) k^(-3/5) T^(-1/5) (log T log k)^(1/5)``,
+    ``B = L^(-1/5) sqrt(Delta T log T log k / k)``.
+
+    >>> d, b = be_s_tuning(10**6)
+    >>> round(d, 4), round(b, 1)
+    (0.1067, 1214.0)
+    >>> d, b = be_s_tuning(10**6, n_arms=2)
+    >>> round(d, 4), round(b, 1)
+    (0.0654, 559.6)
+    """
+    T, lt = float(horizon), math.log(horizon)
+    if n_arms is None:
+        return L ** (-2 / 5) * T ** (-1 / 5) * lt ** (1 / 5), L ** (-1 / 5) * T ** (2 / 5) * lt ** (3 / 5)
+    k = float(n_arms)
+    lk = math.log(k)
+    delta = L ** (-2 / 5) * k ** (-3 / 5) * T ** (-1 / 5) * (lt * lk) ** (1 / 5)
+    return delta, L ** (-1 / 5) * math.sqrt(delta * T * lt * lk / k)
+
+
+def rexp3_tuning(horizon: int, n_arms: int, V: float = 0.05, form: str = "printed") -> tuple[int, float]:
+    """(batch length, gamma) of Rexp3 as the paper's §7.2 prints it, or in Besbes et al.'s form.
+
+    printed: ``ceil(k log^(1/3) k (T/V)^(2/3))``; besbes: ``ceil((k log k)^(1/3) (T/V)^(2/3))``
+    (spec trap T8); ``gamma = min(1, sqrt(k log k / ((e - 1) batch)))``. The batch is capped at T.
+
+    >>> batch, gamma = rexp3_tuning(10**6, 2)
+    >>> batch, round(gamma, 5)
+    (130415, 0.00249)
+    """
+    k = float(n_arms)
+    scale = (horizon / V) ** (2 / 3)
+    lk = math.log(k) if k > 1 else 0.0
+    raw = k * lk ** (1 / 3) * scale if form == "printed" else (k * lk) ** (1 / 3) * scale
+    batch = int(min(max(math.ceil(raw), 1), horizon))
+    gamma = min(1.0, math.sqrt(k * lk / ((math.e - 1.0) * batch))) if k > 1 else 1.0
+    return batch, gamma
+
+
+def window_for(horizon: int, L: float = 1.0) -> int:
+    """Window of SW-UCB / memory of D-UCB for Lipschitz drift (our choice; the paper runs neither).
+
+    A window of ``tau`` rounds averages means that drift by up to ``L tau / T``; its noise is about
+    ``sqrt(2 log T / tau)``. Balancing the two gives ``tau = (T sqrt(2 log T) / L)^(2/3)``.
+
+    >>> window_for(10**6)
+    30232
+    """
+    tau = (horizon * math.sqrt(2.0 * math.log(max(horizon, 2))) / L) ** (2 / 3)
+    return int(min(max(math.ceil(tau), 1), horizon))
+
+
+# --------------------------------------------------------------------------------------- BE
+@register_policy("be", "budgeted-exploration")
+class BudgetedExploration(Policy):
+    """Budgeted Exploration BE(B, Delta), Algorithms 1 and 2 of Jia et al. (2023), runnable form.
+
+    k-armed (Algorithm 2): in each epoch, play the alive arms round robin (ascending index); after
+    every full pass, eliminate each alive arm whose epoch reward sum is below the leader's by more
+    than ``budget`` (strict). Once one arm is alive, or a full pass no longer fits in the epoch,
+    play the leader (highest sum, lowest index on ties) to the epoch's end. Everything resets at
+    the next epoch.
+
+    One-armed (Algorithm 1, ``one_armed=True``, two arms): arm 0 is static with known mean
+    ``static_mean`` (a float, or one value per run), arm 1 drifts. Play arm 1 while its epoch sum of
+    ``reward - static_mean`` stays at or above ``-budget``, then arm 0 until the epoch ends.
+
+    An ``update`` with an arm other than the one BE asked for advances time but does not count.
+
+    Parameters
+    ----------
+    n_arms, horizon : int
+    budget : float
+        Exploration budget B.
+    epoch_length : int
+        Epoch length in rounds, ``Delta * T``.
+    one_armed : bool
+    static_mean : float or array of shape (n_runs,)
+
+    >>> from genbandit.policies.smooth import BudgetedExploration
+    >>> be = BudgetedExploration(n_arms=2, horizon=8, budget=1.5, epoch_length=4, one_armed=True)
+    >>> arms = []
+    >>> for y in [-1, -1, 1, 1, -1, 1, 1, 1]:
+    ...     a = be.select(); arms.append(a); _ = be.update(a, y)
+    >>> arms  # sum -2 < -1.5 after round 2: static arm to the end of epoch 1, fresh epoch at round 5
+    [1, 1, 0, 0, 1, 1, 1, 1]
+    """
+
+    name = "BE"
+    _parameter_constraints = {
+        "horizon": _HORIZON,
+        "budget": [_POSITIVE],
+        "epoch_length": [Interval(Integral, 1, None, "left")],
+        "one_armed": [bool],
+        "static_mean": [Interval(Real, None, None), ArrayOf(Interval(Real, None, None))],
+    }
+
+    def __init__(self, n_arms: int, horizon: int, budget: float, epoch_length: int, one_armed: bool = False, static_mean=0.0, seed=None) -> None:
+        self.n_arms = n_arms
+        self.horizon = horizon
+        self.budget = budget
+        self.epoch_length = epoch_length
+        self.one_armed = one_armed
+        self.static_mean = static_mean
+        self.seed = seed
+
+    # tuned subclasses compute (B, n) from their own parameters
+    def _budget_epoch(self) -> tuple[float, int]:
+        return float(self.budget), int(min(self.epoch_length, self.horizon))
+
+    def _check_params(self) -> None:
+        if self.one_armed and self.n_arms != 2:
+            raise InvalidParameterError(f"The one-armed {type(self).__name__} needs n_arms=2 (arm 0 static). Got n_arms={self.n_arms} instead.")
+
+    def _init_state(self, n_runs: int) -> None:
+        b, n = self._budget_epoch()
+        self._B, self._n = b, n
+        try:
+            self._c = np.broadcast_to(np.asarray(self.static_mean, dtype=float), (n_runs,)).copy()
+        except ValueError as exc:
+            raise InvalidParameterError(f"static_mean must be a float or hold one value per run ({n_runs}). Got {self.static_mean!r}.") from exc
+        self._z = np.zeros((n_runs, self.n_arms))
+        self._alive = np.ones((n_runs, self.n_arms), dtype=bool)
+        self._pass_pos = np.zeros(n_runs, dtype=np.int64)
+        self._exploit = np.full(n_runs, -1, dtype=np.int64)
+
+    @property
+    def budget_(self) -> float:
+        """The budget B in use (after any tuning)."""
+        return self._budget_epoch()[0]
+
+    @property
+    def epoch_length_(self) -> int:
+        """The epoch length in rounds in use (after any tuning)."""
+        return self._budget_epoch()[1]
+
+    def _epoch_end(self, t: int) -> int:
+        return min(self.horizon, ((t - 1) // self._n + 1) * self._n)
+
+    def _pass_arm(self, r: int) -> int:
+        return int(np.flatnonzero(self._alive[r])[self._pass_pos[r]])
+
+    def _leader(self, r: int) -> int:
+        alive = np.flatnonzero(self._alive[r])
+        return int(alive[np.argmax(self._z[r, alive])])
+
+    def _pass_fits(self, r: int, t: int) -> bool:
+        n_alive = int(self._alive[r].sum())
+        return n_alive >= 2 and t + n_alive - 1 <= self._epoch_end(t)
+
+    def _select(self, contexts) -> np.ndarray:
+        t = self._t + 1
+        out = np.empty(self._n_runs, dtype=np.int64)
+        for r in range(self._n_runs):
+            if self.one_armed:
+                out[r] = 1 if self._exploit[r] < 0 else 0
+            elif self._exploit[r] >= 0:
+                out[r] = self._exploit[r]
+            elif self._pass_pos[r] == 0 and not self._pass_fits(r, t):
+                out[r] = self._leader(r)
+            else:
+                out[r] = self._pass_arm(r)
+        return out
+
+    def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts) -> None:
+        t = self._t + 1
+        for r in range(self._n_runs):
+            a, y = int(actions[r]), float(feedback[r])
+            if self.one_armed:
+                if self._exploit[r] < 0 and a == 1:
+                    self._z[r, 1] += y - self._c[r]
+                    if self._z[r, 1] < -self._B:
+                        self._exploit[r] = 0
+            elif self._exploit[r] < 0:
+                if self._pass_pos[r] == 0 and not self._pass_fits(r, t):
+                    self._exploit[r] = self._leader(r)
+                elif a == self._pass_arm(r):
+                    self._z[r, a] += y
+                    self._pass_pos[r] += 1
+                    if self._pass_pos[r] == self._alive[r].sum():
+                        alive = self._alive[r]
+                        zmax = self._z[r, alive].max()
+                        alive &= ~(self._z[r] < zmax - self._B)
+                        self._pass_pos[r] = 0
+            if t == self._epoch_end(t):
+                self._z[r] = 0.0
+                self._alive[r] = True
+                self._pass_pos[r] = 0
+                self._exploit[r] = -1
+
+    @classmethod
+    def _check_examples(cls):
+        from ..envs.smooth import SinusoidArms
+        from ..envs.stochastic import BernoulliArms
+
+        return [
+            (cls(n_arms=3, horizon=300, budget=3.0, epoch_length=60, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1)),
+            (cls(n_arms=2, horizon=300, budget=3.0, epoch_length=60, one_armed=True, static_mean=0.2, seed=0), SinusoidArms(horizon=300, amplitude_scale=0.2 * 6.25, amplitude_sd=0.0, nu_range=(2.5, 2.5), seed=1)),
+        ]
+
+
+class _TunedBE(BudgetedExploration):
+    """BE whose (B, Delta) come from the paper's formulas in T, k and the Hölder constant L."""
+
+    _parameter_constraints = {
+        "horizon": _HORIZON,
+        "L": [_POSITIVE],
+        "budget_const": [_POSITIVE],
+        "sigma": [_POSITIVE],
+        "one_armed": [bool],
+        "static_mean": [Interval(Real, None, None), ArrayOf(Interval(Real, None, None))],
+    }
+
+    def _delta_budget(self) -> tuple[float, float]:
+        raise NotImplementedError
+
+    def _budget_epoch(self) -> tuple[float, int]:
+        delta, b = self._delta_budget()
+        return b * self.budget_const * self.sigma, _epoch_rounds(delta, self.horizon)
+
+    @property
+    def delta_(self) -> float:
+        """The normalised epoch size Delta of the formula (before rounding to whole rounds)."""
+        return self._delta_budget()[0]
+
+    @classmethod
+    def _check_examples(cls):
+        from ..envs.smooth import SinusoidArms
+        from ..envs.stochastic import BernoulliArms
+
+        return [
+            (cls(n_arms=3, horizon=300, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1)),
+            (cls(n_arms=2, horizon=300, one_armed=True, static_mean=0.2, seed=0), SinusoidArms(horizon=300, amplitude_scale=0.2 * 6.25, amplitude_sd=0.0, nu_range=(2.5, 2.5), seed=1)),
+        ]
+
+
+@register_policy("be-ns", "bens")
+class BENS(_TunedBE):
+    """BE-NS: Budgeted Exploration tuned for beta = 1 (Jia et al. 2023, Thm 5.2).
+
+    ``Delta = L^(-2/3) T^(-1/3) log^(1/3) T``, ``B = budget_const * sigma * L^(-1/3) T^(1/3) log^(2/3) T``
+    (see :func:`be_ns_tuning`); regret O(L^(1/3) T^(2/3) log^(1/3) T). ``budget_const`` (default 1,
+    the paper's literal tuning) scales B: the proofs want ``B^2 >= 6 Delta T log T``, which needs
+    ``sqrt(6)`` (spec trap T4). ``sigma`` scales B for rewards of scale other than 1 (trap T17).
+
+    >>> from genbandit.policies.smooth import BENS
+    >>> p = BENS(n_arms=2, horizon=10**6, one_armed=True)
+    >>> p.epoch_length_, round(p.budget_, 1)
+    (23995, 575.8)
+    """
+
+    name = "BE-NS"
+
+    def __init__(self, n_arms: int, horizon: int, L: float = 1.0, budget_const: float = 1.0, sigma: float = 1.0, one_armed: bool = False, static_mean=0.0, seed=None) -> None:
+        self.n_arms = n_arms
+        self.horizon = horizon
+        self.L = L
+        self.budget_const = budget_const
+        self.sigma = sigma
+        self.one_armed = one_armed
+        self.static_mean = static_mean
+        self.seed = seed
+
+    def _delta_budget(self) -> tuple[float, float]:
+        return be_ns_tuning(self.horizon, self.L)
+
+
+@register_policy("be-s", "bes")
+class BES(_TunedBE):
+    """BE-S: Budgeted Exploration tuned for beta = 2 (Jia et al. 2023, Thm 5.4; k-armed Thm 6.2).
+
+    ``tuning="one-armed"`` uses Thm 5.4's ``Delta = L^(-2/5) T^(-1/5) log^(1/5) T``,
+    ``B = L^(-1/5) T^(2/5) log^(3/5) T`` (what the paper's experiments use, even with k = 20);
+    ``tuning="k-armed"`` uses Thm 6.2's k-aware formulas (:func:`be_s_tuning` with ``n_arms``);
+    ``"auto"`` picks one-armed for the one-armed algorithm and k-armed otherwise. B is multiplied
+    by ``budget_const * sigma`` as in :class:`BENS`. Regret O(L^(1/5) T^(3/5) log^(2/5) T).
+
+    >>> from genbandit.policies.smooth import BES
+    >>> p = BES(n_arms=2, horizon=10**6, one_armed=True)
+    >>> p.epoch_length_, round(p.budget_, 1)
+    (106678, 1214.0)
+    >>> BES(n_arms=20, horizon=10**6, tuning="k-armed").epoch_length_
+    22017
+    """
+
+    name = "BE-S"
+    _parameter_constraints = {"tuning": [Options(("auto", "one-armed", "k-armed"))]}
+
+    def __init__(
+        self, n_arms: int, horizon: int, L: float = 1.0, tuning: str = "auto", budget_const: float = 1.0, sigma: float = 1.0, one_armed: bool = False, static_mean=0.0, seed=None
+    ) -> None:
+        self.n_arms = n_arms
+        self.horizon = horizon
+        self.L = L
+        self.tuning = tuning
+        self.budget_const = budget_const
+        self.sigma = sigma
+        self.one_armed = one_armed
+        self.static_mean = static_mean
+        self.seed = seed
+
+    def _delta_budget(self) -> tuple[float, float]:
+        k_aware = self.tuning == "k-armed" or (self.tuning == "auto" and not self.one_armed)
+        return be_s_tuning(self.horizon, self.L, self.n_arms if k_aware and self.n_arms > 1 else None)
+
+
+# --------------------------------------------------------------------------------------- Rexp3
+def _reward_map(lo: float, hi: float):
+    return lambda y: (y - lo) / (hi - lo)
+
+
+@register_policy("smooth-rexp3")
+class SmoothRexp3(Policy):
+    """Rexp3: EXP3 restarted every batch (Besbes, Gur & Zeevi 2014), as set in Jia et al. (2023) §7.
+
+    Batch ``ceil(k log^(1/3) k (T/V)^(2/3))`` as the paper prints it (``batch_form="besbes"`` for
+    Besbes et al.'s ``(k log k)^(1/3)``), ``gamma = min(1, sqrt(k log k / ((e-1) batch)))``, and
+    ``V = 0.05``. In a batch, ``p_a = (1 - gamma) w_a / sum w + gamma / k`` and the played arm's
+    log-weight grows by ``gamma x / (k p_a)``, ``x = (y - reward_min) / (reward_max - reward_min)``.
+
+    >>> from genbandit.policies.smooth import SmoothRexp3
+    >>> p = SmoothRexp3(n_arms=2, horizon=1000, seed=0)
+    >>> p.batch_, p.probabilities().tolist()
+    (1000, [0.5, 0.5])
+    """
+
+    name = "Rexp3 (smooth)"
+    _parameter_constraints = {
+        "horizon": _HORIZON,
+        "V": [_POSITIVE],
+        "batch_form": [Options(("printed", "besbes"))],
+        "reward_min": [Interval(Real, None, None)],
+        "reward_max": [Interval(Real, None, None)],
+    }
+
+    def __init__(self, n_arms: int, horizon: int, V: float = 0.05, batch_form: str = "printed", reward_min: float = 0.0, reward_max: float = 1.0, seed=None) -> None:
+        self.n_arms = n_arms
+        self.horizon = horizon
+        self.V = V
+        self.batch_form = batch_form
+        self.reward_min = reward_min
+        self.reward_max = reward_max
+        self.seed = seed
+
+    def _check_params(self) -> None:
+        if not self.reward_max > self.reward_min:
+            raise InvalidParameterError(f"reward_max must exceed reward_min. Got {self.reward_min!r}, {self.reward_max!r}.")
+
+    @property
+    def reward_range(self):  # noqa: D401 - validated at update time
+        return (float(self.reward_min), float(self.reward_max))
+
+    @property
+    def batch_(self) -> int:
+        return rexp3_tuning(self.horizon, self.n_arms, self.V, self.batch_form)[0]
+
+    @property
+    def gamma_(self) -> float:
+        return rexp3_tuning(self.horizon, self.n_arms, self.V, self.batch_form)[1]
+
+    def _init_state(self, n_runs: int) -> None:
+        self._batch, self._gamma = rexp3_tuning(self.horizon, self.n_arms, self.V, self.batch_form)
+        self._logw = np.zeros((n_runs, self.n_arms))
+
+    def _probabilities(self, contexts) -> np.ndarray:
+        e = np.exp(self._logw - self._logw.max(axis=1, keepdims=True))
+        return (1.0 - self._gamma) * e / e.sum(axis=1, keepdims=True) + self._gamma / self.n_arms
+
+    def _select(self, contexts) -> np.ndarray:
+        probs = self._probabilities(contexts)
+        u = self._rng.random(self._n_runs)
+        cdf = np.cumsum(probs, axis=1)
+        return np.minimum((cdf <= u[:, None]).sum(axis=1), self.n_arms - 1)
+
+    def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts) -> None:
+        rows = np.arange(self._n_runs)
+        p = self._probabilities(contexts)[rows, actions]
+        x = (feedback - self.reward_min) / (self.reward_max - self.reward_min)
+        self._logw[rows, actions] += self._gamma * x / (self.n_arms * p)
+        if (self._t + 1) % self._batch == 0:
+            self._logw[:] = 0.0
+
+    @classmethod
+    def _check_examples(cls):
+        from ..envs.stochastic import BernoulliArms
+
+        return [(cls(n_arms=3, horizon=200, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
+
+
+# --------------------------------------------------------------------------------------- UCB additions
+class _DriftUCB(Policy):
+    _parameter_constraints = {"horizon": _HORIZON, "L": [_POSITIVE], "xi": [_POSITIVE], "reward_scale": [_POSITIVE]}
+
+    def _choose(self, bonus) -> np.ndarray:
+        """Unseen arms first (lowest index), else the argmax of ``S / N + bonus(N)``."""
+        unseen = self._n == 0
+        n = np.where(unseen, 1.0, self._n)
+        index = self._s / n + bonus(n)
+        return np.where(unseen.any(axis=1), unseen.argmax(axis=1), index.argmax(axis=1))
+
+    @classmethod
+    def _check_examples(cls):
+        from ..envs.stochastic import BernoulliArms
+
+        return [(cls(n_arms=3, horizon=200, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
+
+
+@register_policy("smooth-sw-ucb")
+class SmoothSWUCB(_DriftUCB):
+    """Sliding-window UCB (Garivier & Moulines 2011, Alg. SW-UCB): an ADDITION, the paper runs no UCB.
+
+    Index ``S_a / N_a + reward_scale * sqrt(xi log(min(t, tau)) / N_a)`` over the last ``tau`` rounds;
+    arms unseen in the window first (lowest index). ``tau = window`` or :func:`window_for` (T, L).
+
+    >>> from genbandit.policies.smooth import SmoothSWUCB
+    >>> p = SmoothSWUCB(n_arms=2, horizon=100, window=3)
+    >>> arms = []
+    >>> for y in [1.0, 0.0, 0.0, 1.0]:
+    ...     a = p.select(); arms.append(a); _ = p.update(a, y)
+    >>> arms  # arm 0 (mean 1) is played after both tries; the window of 3 keeps rounds 2-4
+    [0, 1, 0, 0]
+    """
+
+    name = "SW-UCB (smooth)"
+    _parameter_constraints = {"window": [None, Interval(Integral, 1, None, "left")]}
+
+    def __init__(self, n_arms: int, horizon: int, window: int | None = None, L: float = 1.0, xi: float = 0.6, reward_scale: float = 1.0, seed=None) -> None:
+        self.n_arms = n_arms
+        self.horizon = horizon
+        self.window = window
+        self.L = L
+        self.xi = xi
+        self.reward_scale = reward_scale
+        self.seed = seed
+
+    @property
+    def window_(self) -> int:
+        return int(self.window) if self.window is not None else window_for(self.horizon, self.L)
+
+    def _init_state(self, n_runs: int) -> None:
+        self._tau = self.window_
+        self._buf_arm = np.full((n_runs, self._tau), -1, dtype=np.int64)
+        self._buf_rew = np.zeros((n_runs, self._tau))
+        self._n = np.zeros((n_runs, self.n_arms))
+        self._s = np.zeros((n_runs, self.n_arms))
+
+    def _select(self, contexts) -> np.ndarray:
+        log_t = math.log(min(self._t + 1, self._tau))
+        return self._choose(lambda n: self.reward_scale * np.sqrt(self.xi * log_t / n))
+
+    def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts) -> None:
+        rows = np.arange(self._n_runs)
+        slot = self._t % self._tau
+        old = self._buf_arm[:, slot]
+        leaving = old >= 0
+        self._n[rows[leaving], old[leaving]] -= 1.0
+        self._s[rows[leaving], old[leaving]] -= self._buf_rew[leaving, slot]
+        self._n[rows, actions] += 1.0
+        self._s[rows, actions] += feedback
+        self._buf_arm[:, slot] = actions
+        self._buf_rew[:, slot] = feedback
+
+
+@register_policy("smooth-d-ucb")
+class SmoothDUCB(_DriftUCB):
+    """Discounted UCB (Garivier & Moulines 2011, Alg. D-UCB): an ADDITION, the paper runs no UCB.
+
+    Counts and sums decay by ``g`` each round; index ``S_a / N_a + 2 reward_scale sqrt(xi log(n) / N_a)``
+    with ``n = sum_a N_a``. ``g = discount`` or ``1 - 1 / window_for(T, L)`` (same memory as SW-UCB).
+
+    >>> from genbandit.policies.smooth import SmoothDUCB
+    >>> p = SmoothDUCB(n_arms=2, horizon=100, discount=0.5)
+    >>> for a, y in [(0, 1.0), (1, 0.0)]:
+    ...     _ = p.update(a, y)
+    >>> p.select()
+    0
+    """
+
+    name = "D-UCB (smooth)"
+    _parameter_constraints = {"discount": [None, Interval(Real, 0, 1, "neither")]}
+
+    def __init__(self, n_arms: int, horizon: int, discount: float | None = None, L: float = 1.0, xi: float = 0.6, reward_scale: float = 1.0, seed=None) -> None:
+        self.n_arms = n_arms
+        self.horizon = horizon
+        self.discount = discount
+        self.L = L
+        self.xi = xi
+        self.reward_scale = reward_scale
+        self.seed = seed
+
+    @property
+    def discount_(self) -> float:
+        return float(self.discount) if self.discount is not None else 1.0 - 1.0 / max(window_for(self.horizon, self.L), 2)
+
+    def _init_state(self, n_runs: int) -> None:
+        self._g = self.discount_
+        self._n = np.zeros((n_runs, self.n_arms))
+        self._s = np.zeros((n_runs, self.n_arms))
+
+    def _select(self, contexts) -> np.ndarray:
+        total = np.maximum(self._n.sum(axis=1, keepdims=True), 1.0)
+        return self._choose(lambda n: 2.0 * self.reward_scale * np.sqrt(self.xi * np.log(total) / n))
+
+    def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts) -> None:
+        rows = np.arange(self._n_runs)
+        self._n *= self._g
+        self._s *= self._g
+        self._n[rows, actions] += 1.0
+        self._s[rows, actions] += feedback
