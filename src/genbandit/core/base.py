@@ -99,6 +99,40 @@ class _Configurable:
         return f"{type(self).__name__}({', '.join(shown)})"
 
 
+class _Seeded(_Configurable):
+    """Objects that own per-run state and an RNG: ``reset(n_runs, seed=...)`` starts them afresh."""
+
+    seed: Any
+
+    def reset(self, n_runs: int = 1, *, seed: Any = _KEEP_SEED):
+        """Forget everything and allocate state for ``n_runs`` runs.
+
+        ``seed`` overrides the constructor's seed for this reset (the simulator derives one per
+        run batch); by default the object reseeds from its own ``seed``, so ``reset`` repeats.
+        """
+        if not isinstance(n_runs, Integral) or isinstance(n_runs, bool) or n_runs < 1:
+            raise InvalidParameterError(f"n_runs must be a positive int. Got {n_runs!r} instead.")
+        self._rng = check_random_state(self.seed if seed is _KEEP_SEED else seed)
+        self._n_runs = int(n_runs)
+        self._t = 0
+        self._init_state(self._n_runs)
+        return self
+
+    @abc.abstractmethod
+    def _init_state(self, n_runs: int) -> None:
+        """Allocate per-run state (private attributes)."""
+
+    @property
+    def n_runs(self) -> int:
+        """Number of runs the current state holds (0 before the first ``reset``)."""
+        return getattr(self, "_n_runs", 0)
+
+    @property
+    def t(self) -> int:
+        """Rounds seen since the last reset."""
+        return getattr(self, "_t", 0)
+
+
 def _class_path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
@@ -111,7 +145,7 @@ def _resolve_class(path: str) -> type:
     return obj
 
 
-class Policy(_Configurable, abc.ABC):
+class Policy(_Seeded, abc.ABC):
     """A bandit policy: ``select`` an action, ``update`` on the feedback it brought.
 
     Subclasses write ``_init_state(n_runs)``, ``_select(contexts)`` and ``_update(actions,
@@ -132,31 +166,6 @@ class Policy(_Configurable, abc.ABC):
 
     n_arms: int
     seed: Any
-
-    # ----------------------------------------------------------------- lifecycle
-    def reset(self, n_runs: int = 1, *, seed: Any = _KEEP_SEED) -> "Policy":
-        """Forget everything learned and allocate state for ``n_runs`` runs.
-
-        ``seed`` overrides the constructor's seed for this reset (the simulator derives one per
-        run batch); by default the policy reseeds from its own ``seed``, so ``reset`` repeats.
-        """
-        if not isinstance(n_runs, Integral) or isinstance(n_runs, bool) or n_runs < 1:
-            raise InvalidParameterError(f"n_runs must be a positive int. Got {n_runs!r} instead.")
-        self._rng = check_random_state(self.seed if seed is _KEEP_SEED else seed)
-        self._n_runs = int(n_runs)
-        self._t = 0
-        self._init_state(self._n_runs)
-        return self
-
-    @property
-    def n_runs(self) -> int:
-        """Number of runs the current state holds (0 before the first ``reset``)."""
-        return getattr(self, "_n_runs", 0)
-
-    @property
-    def t(self) -> int:
-        """Rounds learned from since the last reset."""
-        return getattr(self, "_t", 0)
 
     @property
     def context_dim(self) -> int | None:
@@ -211,10 +220,6 @@ class Policy(_Configurable, abc.ABC):
         return None if probs is None else probs[0]
 
     # ----------------------------------------------------------------- for subclasses
-    @abc.abstractmethod
-    def _init_state(self, n_runs: int) -> None:
-        """Allocate learned state for ``n_runs`` runs (private attributes)."""
-
     @abc.abstractmethod
     def _select(self, contexts: np.ndarray | None) -> np.ndarray:
         """Actions for every run, trusting ``contexts``."""
@@ -332,14 +337,12 @@ class Step:
     info: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-class Environment(_Configurable, abc.ABC):
+class Environment(_Seeded, abc.ABC):
     """Produces contexts and feedback for ``n_runs`` runs, and knows the truth regret needs."""
 
     name: ClassVar[str] = ""
     action_kind: ClassVar[str] = "arm"
     _parameter_constraints = {"seed": ["seed"]}
-
-    seed: Any
 
     #: Number of arms (set by the subclass's ``__init__`` from its parameters).
     n_arms: int
@@ -347,25 +350,6 @@ class Environment(_Configurable, abc.ABC):
     context_dim: int | None = None
     #: The longest horizon this environment supports (a replay's length), or ``None``.
     max_horizon: int | None = None
-
-    def reset(self, n_runs: int = 1, *, seed: Any = _KEEP_SEED) -> "Environment":
-        """Start ``n_runs`` fresh runs at round 0."""
-        if not isinstance(n_runs, Integral) or isinstance(n_runs, bool) or n_runs < 1:
-            raise InvalidParameterError(f"n_runs must be a positive int. Got {n_runs!r} instead.")
-        self._rng = check_random_state(self.seed if seed is _KEEP_SEED else seed)
-        self._n_runs = int(n_runs)
-        self._t = 0
-        self._init_state(self._n_runs)
-        return self
-
-    @property
-    def n_runs(self) -> int:
-        return getattr(self, "_n_runs", 0)
-
-    @property
-    def t(self) -> int:
-        """Rounds played since the last reset."""
-        return getattr(self, "_t", 0)
 
     def observe(self) -> np.ndarray | None:
         """Contexts for the coming round, ``(n_runs, context_dim)``, or ``None``."""
@@ -399,10 +383,6 @@ class Environment(_Configurable, abc.ABC):
         return actions
 
     # ----------------------------------------------------------------- for subclasses
-    @abc.abstractmethod
-    def _init_state(self, n_runs: int) -> None:
-        """Allocate per-run state (and draw anything fixed for the whole run)."""
-
     def _observe(self) -> np.ndarray | None:
         return None
 

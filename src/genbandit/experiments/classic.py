@@ -24,8 +24,9 @@ def report(ctx: ReportContext) -> None:
         ctx.add_record("bernoulli-10", r.policy, "growth_ratio_T_over_T10", [ratio])
         rows.append(f"| {r.policy} | {tenth:.1f} | {final:.1f} | {ratio:.2f} |")
     growth = (
-        "Logarithmic regret grows by a factor near 1 + ln(10)/ln(T/10) between T/10 and T; linear regret "
-        "by 10 (uniform random is the linear reference).\n\n" + "\n".join(rows)
+        "Regret that is logarithmic in T grows between T/10 and T by ln(T) / ln(T/10) once the policy is past "
+        "its transient (1.25 at T = 100,000, 1.33 at T = 10,000); policies still exploring sit above that, and "
+        "linear regret grows by 10 (uniform random is the linear reference).\n\n" + "\n".join(rows)
     )
     ctx.add_section("Regret growth on bernoulli-10", growth)
 

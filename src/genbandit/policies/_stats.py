@@ -1,11 +1,11 @@
-"""Small numerical kernels the policies share: running means, KL-UCB indices, argmax with ties."""
+"""Small numerical kernels the policies share: KL-UCB indices, index choice with ties, accumulation, sampling."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-__all__ = ["kl_bernoulli", "kl_ucb_index", "argmax_random_ties", "sample_rows"]
+__all__ = ["kl_bernoulli", "kl_ucb_index", "choose_by_index", "accumulate", "sample_rows"]
 
 _EPS = 1e-15
 
@@ -39,17 +39,41 @@ def kl_ucb_index(mean: float, budget: float) -> float:  # pragma: no cover - com
     return max(q, mean)
 
 
-def argmax_random_ties(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Row-wise argmax of ``values`` ``(n_runs, n_arms)``, breaking exact ties uniformly at random."""
-    best = values.max(axis=1, keepdims=True)
-    is_best = values == best
-    # A uniform key on the tied entries only: argmax of (tied * U) picks one tied arm uniformly.
-    keys = np.where(is_best, rng.random(values.shape) + 1.0, 0.0)
-    return keys.argmax(axis=1)
-
-
 def sample_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One draw per row of ``probs`` ``(n_runs, n_arms)`` by inverting the row's CDF."""
     cdf = np.cumsum(probs, axis=1)
     u = rng.random((probs.shape[0], 1)) * cdf[:, -1:]
     return np.minimum((cdf <= u).sum(axis=1), probs.shape[1] - 1)
+
+
+@numba.njit(cache=True)
+def choose_by_index(index: np.ndarray, counts: np.ndarray, priority: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Per run: an untried arm if any, else the arm of largest ``index``; ties go to the larger ``priority``.
+
+    ``index``, ``counts`` and ``priority`` are ``(n_runs, n_arms)``; ``priority`` is a random
+    permutation per run drawn at reset, so ties are broken uniformly over runs without drawing
+    random numbers every round.
+    """
+    n_runs, n_arms = index.shape
+    out = np.empty(n_runs, dtype=np.int64)
+    for r in range(n_runs):
+        best = -1
+        untried = False
+        for a in range(n_arms):
+            if counts[r, a] == 0:
+                if not untried or priority[r, a] > priority[r, best]:
+                    best = a
+                untried = True
+            elif not untried:
+                if best < 0 or index[r, a] > index[r, best] or (index[r, a] == index[r, best] and priority[r, a] > priority[r, best]):
+                    best = a
+        out[r] = best
+    return out
+
+
+@numba.njit(cache=True)
+def accumulate(counts: np.ndarray, sums: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:  # pragma: no cover - compiled
+    """counts[r, actions[r]] += 1 and sums[r, actions[r]] += rewards[r] for every run ``r``."""
+    for r in range(actions.shape[0]):
+        counts[r, actions[r]] += 1
+        sums[r, actions[r]] += rewards[r]

@@ -14,7 +14,7 @@ import numpy as np
 from ..core.base import Policy
 from ..core.registry import register_policy
 from ..core.validation import Interval
-from ._stats import argmax_random_ties, kl_ucb_index, sample_rows
+from ._stats import accumulate, choose_by_index, kl_ucb_index, sample_rows
 
 __all__ = ["UCB1", "KLUCB", "ThompsonSampling", "GaussianThompsonSampling", "EXP3", "EpsilonGreedy", "RandomPolicy"]
 
@@ -25,26 +25,25 @@ class _EmpiricalMeans(Policy):
     def _init_state(self, n_runs: int) -> None:
         self._counts = np.zeros((n_runs, self.n_arms), dtype=np.int64)
         self._sums = np.zeros((n_runs, self.n_arms))
+        # Tie-break order, a random permutation per run (see choose_by_index).
+        self._priority = self._rng.permuted(np.tile(np.arange(self.n_arms), (n_runs, 1)), axis=1)
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray | None) -> None:
-        rows = np.arange(actions.shape[0])
-        self._counts[rows, actions] += 1
-        self._sums[rows, actions] += feedback
+        accumulate(self._counts, self._sums, actions, np.asarray(feedback, dtype=float))
 
     def _means(self) -> np.ndarray:
         return self._sums / np.maximum(self._counts, 1)
 
 
 class _IndexPolicy(_EmpiricalMeans):
-    """Play the arm of largest index; untried arms first, exact ties broken at random."""
+    """Play the arm of largest index; untried arms first, ties by a random order drawn per run at reset."""
 
     @abc.abstractmethod
     def _index(self) -> np.ndarray:
         """Index of every arm, ``(n_runs, n_arms)``."""
 
     def _select(self, contexts: np.ndarray | None) -> np.ndarray:
-        index = np.where(self._counts == 0, np.inf, self._index())
-        return argmax_random_ties(index, self._rng)
+        return choose_by_index(self._index(), self._counts, self._priority)
 
 
 @register_policy("ucb")
@@ -56,8 +55,8 @@ class UCB1(_IndexPolicy):
 
     >>> from genbandit import UCB1
     >>> policy = UCB1(n_arms=2, seed=0)
-    >>> [policy.select() for _ in range(1)]
-    [0]
+    >>> policy.select()  # untried arms first, in a random order
+    1
     >>> _ = policy.update(0, 1.0); _ = policy.update(1, 0.0)
     >>> round(float(policy._index()[0, 1]), 6)  # 0 + sqrt(2 ln 2 / 1)
     1.177410
@@ -113,7 +112,7 @@ class ThompsonSampling(Policy):
     >>> from genbandit import ThompsonSampling
     >>> policy = ThompsonSampling(n_arms=3, seed=42)
     >>> policy.select()
-    1
+    2
     """
 
     name = "Thompson"
@@ -150,7 +149,7 @@ class GaussianThompsonSampling(_EmpiricalMeans):
 
     >>> from genbandit import GaussianThompsonSampling
     >>> GaussianThompsonSampling(n_arms=2, seed=0).select()
-    0
+    1
     """
 
     name = "Gaussian-Thompson"
@@ -180,8 +179,8 @@ class EXP3(Policy):
     >>> policy.probabilities().tolist()
     [0.5, 0.5]
     >>> _ = policy.update(0, 0.0)  # loss 1 / 0.5 = 2 on arm 0
-    >>> p = policy.probabilities(); round(float(p[1] / p[0]), 6)  # exp(eta_2 * 2), eta_2 = sqrt(ln 2 / 4)
-    2.300346
+    >>> p = policy.probabilities(); round(float(p[1] / p[0]), 6)  # exp(2 eta_2), eta_2 = sqrt(ln 2 / (2 * 2))
+    2.299185
     """
 
     name = "EXP3"
@@ -217,7 +216,9 @@ class EXP3(Policy):
         probs = getattr(self, "_last_probabilities", None)
         if probs is None or probs.shape[0] != actions.shape[0]:
             probs = self._probabilities(contexts)  # update without a select: use the current law
-        self._loss_estimates[rows, actions] += (1.0 - feedback) / probs[rows, actions]
+        # The floor only binds for an update of an arm whose probability underflowed (an arm
+        # this policy did not choose); it keeps the estimate finite, and the arm stays at ~0.
+        self._loss_estimates[rows, actions] += (1.0 - feedback) / np.maximum(probs[rows, actions], 1e-12)
         self._last_probabilities = None
 
 
