@@ -137,7 +137,7 @@ def _sequence_law(model: GPT2LMHeadModel, prompt: list[int], n: int, vocab: int,
 
 
 def test_sampling_matches_the_target_distribution_chi_square():
-    vocab, n_new, temperature, n_samples = 3, 3, 1.0, 1200
+    vocab, n_new, temperature, n_samples = 3, 3, 1.0, 800
     target = tiny_gpt(vocab=vocab, layers=1, width=16, seed=10, init=0.8)
     draft = tiny_gpt(vocab=vocab, layers=1, width=8, seed=11, init=0.8)
     prompt = [0, 1, 2, 1, 0, 1]  # the suffix drafter finds copies in it
