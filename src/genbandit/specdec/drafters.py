@@ -97,7 +97,9 @@ class SuffixMatchDrafter(Drafter):
     Keeps a suffix automaton of the sequence and, incrementally, the longest suffix of the
     sequence that also occurs earlier in it (ending before the last token), as in SAM decoding
     (Hu et al., 2024). If that match is at least ``min_match`` tokens long, the draft copies the
-    ``k`` tokens that followed its first occurrence. Each new token costs amortised O(1).
+    ``k`` tokens that followed its first occurrence; a copy that reaches the end of the sequence
+    goes on with the tokens it has just copied (an overlapping copy, as in LZ77), so a repeat of
+    period ``p`` is extended periodically. Each new token costs amortised O(1).
 
     >>> d = SuffixMatchDrafter(min_match=2)
     >>> ids = [1, 2, 3, 4, 9, 1, 2]
@@ -106,6 +108,8 @@ class SuffixMatchDrafter(Drafter):
     [3, 4]
     >>> d.propose(ids + [3, 4, 9, 1], 3).tokens  # generated text is searched too: "1 2 3 4 9 1" -> 2 3 4
     [2, 3, 4]
+    >>> d.propose([7, 5, 6, 5, 6, 5], 5).tokens  # "5 6 5" occurred at 1..3: copy 6 5, then go on periodically
+    [6, 5, 6, 5, 6]
     """
 
     name = "suffix"
@@ -179,7 +183,11 @@ class SuffixMatchDrafter(Drafter):
         if k <= 0 or self._match_len < self.min_match:
             return Draft([])
         end = self._first[self._match_state]  # end position of the first occurrence of the match
-        return Draft(self._seq[end + 1 : min(end + 1 + k, len(self._seq))])
+        n = len(self._seq)
+        tokens: list[int] = []
+        for j in range(end + 1, end + 1 + k):  # an overlapping copy (as in LZ77) extends a repeat periodically
+            tokens.append(self._seq[j] if j < n else tokens[j - n])
+        return Draft(tokens)
 
 
 class ModelDrafter(Drafter):
