@@ -47,6 +47,7 @@ def register(subparsers) -> None:
     demo.add_argument("--quick", action="store_true", help="a smaller demo (short training, fewer tokens), for a smoke test")
     demo.add_argument("--out", type=Path, help="also write table.md, results.csv and log.txt to this folder")
     demo.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    demo.add_argument("--reward", choices=["tokens", "throughput"], default="tokens", help="the bandits' reward (default tokens)")
     demo.set_defaults(handler=_demo)
 
 
@@ -144,7 +145,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     table = run_demo(
         cache_dir=args.cache_dir, retrain=args.retrain, train_seconds=args.train_seconds, max_new_tokens=args.max_new_tokens,
-        seeds=args.seeds, quick=args.quick, out=args.out, threads=args.threads, log=lambda msg: print(msg, file=sys.stderr, flush=True),
+        seeds=args.seeds, quick=args.quick, out=args.out, threads=args.threads, reward=args.reward, log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
     print(table)
     return 0

@@ -191,6 +191,7 @@ def run_demo(
     quick: bool = False,
     out: str | os.PathLike | None = None,
     threads: int | None = 2,
+    reward: str = "tokens",
     log: Callable[[str], None] = print,
 ) -> str:
     """Train (once) and decode; returns the Markdown table (and writes it to the cache folder)."""
@@ -232,7 +233,7 @@ def run_demo(
                                  eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
         decoder.generate(ids, arm="plain", max_new_tokens=8)  # warm up this prompt's code paths
         runs = [("fixed:" + label, {"arm": label}, 0) for label in labels]
-        runs += [(name, {"policy": name}, s) for name in policies for s in range(seeds)]
+        runs += [(name, {"policy": name, "reward": reward}, s) for name in policies for s in range(seeds)]
         for name, how, s in runs:
             res = decoder.generate(ids, max_new_tokens=max_new_tokens, seed=1000 * p + s, **how)
             if res.tokens != hf:
@@ -256,7 +257,7 @@ def run_demo(
         f"{training.get('target', {}).get('held_out_loss', float('nan'))} / draft {training.get('draft', {}).get('held_out_loss', float('nan'))} nats/byte). "
         f"Greedy decoding, {max_new_tokens} new tokens per prompt, {len(DEMO_PROMPTS)} prompts "
         f"({sum(k == 'code' for k, _ in DEMO_PROMPTS)} copy-heavy code, {sum(k == 'text' for k, _ in DEMO_PROMPTS)} free text), "
-        f"arms = plain + {{model, pld, suffix}} x lengths {list(LENGTHS)} (L = {decoder.max_length}); randomised policies over {seeds} seed(s).",
+        f"arms = plain + {{model, pld, suffix}} x lengths {list(LENGTHS)} (L = {decoder.max_length}); randomised policies over {seeds} seed(s); bandit reward: {'emitted tokens' if reward == 'tokens' else 'normalised round throughput (serving variant)'}.",
         "MAT = tokens per target verification pass (bonus included); tokens/s = generated tokens / wall time of each response (prefill included), "
         "summed over prompts. `oracle` = the best fixed arm by tokens/s for each prompt, in hindsight; `best fixed (set)` = the single fixed arm best over the set.",
         "",
