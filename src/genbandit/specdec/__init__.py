@@ -1,0 +1,45 @@
+"""Speculative decoding on Hugging Face causal LMs, tuned online by a bandit (BanditSpec, Hou et al., ICML 2025).
+
+``SpeculativeDecoder`` verifies drafts losslessly (greedy and sampling, spec Algorithm 6) with KV
+caches; drafters are a smaller LM (:class:`ModelDrafter`), prompt lookup
+(:class:`PromptLookupDrafter`) and a suffix-automaton copier (:class:`SuffixMatchDrafter`). Each
+arm is a drafter x speculation length; any registered policy picks one per round. Needs the
+``specdec`` extra (torch, transformers); importing this package does not import them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "SpeculativeDecoder",
+    "GenerationResult",
+    "Arm",
+    "make_policy",
+    "Drafter",
+    "Draft",
+    "ModelDrafter",
+    "PromptLookupDrafter",
+    "SuffixMatchDrafter",
+    "ByteTokenizer",
+]
+
+_WHERE = {
+    "SpeculativeDecoder": "decoder",
+    "GenerationResult": "decoder",
+    "Arm": "decoder",
+    "make_policy": "decoder",
+    "Drafter": "drafters",
+    "Draft": "drafters",
+    "ModelDrafter": "drafters",
+    "PromptLookupDrafter": "drafters",
+    "SuffixMatchDrafter": "drafters",
+    "ByteTokenizer": "tokenizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,151 @@
+"""``genbandit specdec generate`` and ``genbandit specdec demo``: thin adapters over :mod:`genbandit.specdec`.
+
+torch and transformers are imported inside the handlers, so ``genbandit --help`` works without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+def register(subparsers) -> None:
+    """Add ``specdec`` with its ``generate`` and ``demo`` subcommands to the main parser."""
+    spec = subparsers.add_parser("specdec", help="speculative decoding on Hugging Face models, arms chosen by a bandit")
+    sub = spec.add_subparsers(dest="specdec_command", required=True)
+
+    gen = sub.add_parser("generate", help="generate with a target model, drafters and a policy; print MAT and tokens/s")
+    gen.add_argument("--target", required=True, help="path (or hub name, if cached) of the target causal LM")
+    gen.add_argument("--draft", help="path of a smaller causal LM with the target's vocabulary (the 'model' drafter)")
+    gen.add_argument("--tokenizer", help="tokenizer path, or 'bytes' for the byte tokenizer (default: the target's, else bytes)")
+    gen.add_argument("--prompt", action="append", default=[], help="a prompt (repeatable)")
+    gen.add_argument("--prompt-file", action="append", default=[], type=Path, help="a file whose text is one prompt (repeatable)")
+    gen.add_argument("--drafters", default="model,pld,suffix", help="comma-separated drafters among model, pld, suffix")
+    gen.add_argument("--lengths", default="1,2,4", help="comma-separated speculation lengths (default 1,2,4)")
+    gen.add_argument("--no-plain", action="store_true", help="leave out the arm 'plain' (length 0)")
+    gen.add_argument("--policy", default="UCBSpec", help="registered policy choosing the arm each round (default UCBSpec)")
+    gen.add_argument("--arm", help="a fixed arm label instead of a policy (e.g. plain, suffix:4)")
+    gen.add_argument("--all-arms", action="store_true", help="also run every fixed arm and print them all")
+    gen.add_argument("--reward", choices=["tokens", "throughput"], default="tokens", help="the bandit's reward (default tokens)")
+    gen.add_argument("--max-new-tokens", type=int, default=128)
+    gen.add_argument("--temperature", type=float, default=0.0, help="0 for greedy decoding (default)")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--threads", type=int, help="torch CPU threads")
+    gen.add_argument("--check", action="store_true", help="greedy only: also decode plainly and say whether outputs are identical")
+    gen.add_argument("--quiet", action="store_true", help="do not print the generated text")
+    gen.set_defaults(handler=_generate)
+
+    demo = sub.add_parser("demo", help="train a tiny target and draft GPT on local Python source once, then compare arms and bandits")
+    demo.add_argument("--cache-dir", type=Path, help="where the trained models live (default ~/.cache/genbandit/specdec-demo)")
+    demo.add_argument("--retrain", action="store_true", help="train again even if cached models exist")
+    demo.add_argument("--train-seconds", type=float, default=None, help="training budget of the target (the draft gets a third)")
+    demo.add_argument("--max-new-tokens", type=int, default=None, help="tokens generated per prompt")
+    demo.add_argument("--seeds", type=int, default=None, help="repetitions of the randomised policies per prompt")
+    demo.add_argument("--quick", action="store_true", help="a smaller demo (short training, fewer tokens), for a smoke test")
+    demo.add_argument("--out", type=Path, help="also write table.md, results.csv and log.txt to this folder")
+    demo.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    demo.add_argument("--reward", choices=["tokens", "throughput"], default="tokens", help="the bandits' reward (default tokens)")
+    demo.set_defaults(handler=_demo)
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _load_tokenizer(name: str | None, target_path: str, vocab_size: int):
+    from ..core.validation import InvalidParameterError
+    from .tokenizer import ByteTokenizer
+
+    if name == "bytes":
+        return ByteTokenizer()
+    folder = Path(target_path)
+    files = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+    if name is None and folder.is_dir() and not any((folder / f).exists() for f in files):
+        if vocab_size == ByteTokenizer.vocab_size:
+            return ByteTokenizer()  # a model trained with genbandit's byte tokenizer (the demo's)
+        raise InvalidParameterError(f"No tokenizer in {folder}: give --tokenizer PATH (or 'bytes').")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(name or target_path)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ..core.validation import InvalidParameterError
+    from .decoder import SpeculativeDecoder
+    from .drafters import ModelDrafter, PromptLookupDrafter, SuffixMatchDrafter
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    prompts = list(args.prompt) + [p.read_text() for p in args.prompt_file]
+    if not prompts:
+        raise InvalidParameterError("Give at least one --prompt or --prompt-file.")
+    target = AutoModelForCausalLM.from_pretrained(args.target).eval()
+    tokenizer = _load_tokenizer(args.tokenizer, args.target, target.config.vocab_size)
+    drafters = {}
+    for name in _split(args.drafters):
+        if name == "model":
+            if args.draft is None:
+                continue
+            drafters["model"] = ModelDrafter(AutoModelForCausalLM.from_pretrained(args.draft).eval())
+        elif name == "pld":
+            drafters["pld"] = PromptLookupDrafter()
+        elif name == "suffix":
+            drafters["suffix"] = SuffixMatchDrafter()
+        else:
+            raise InvalidParameterError(f"Unknown drafter {name!r}: choose among model, pld, suffix.")
+    if args.draft is not None and "model" not in drafters:
+        drafters["model"] = ModelDrafter(AutoModelForCausalLM.from_pretrained(args.draft).eval())
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if eos is None:
+        eos = target.config.eos_token_id
+    decoder = SpeculativeDecoder(
+        target, drafters, [int(k) for k in _split(args.lengths)], include_plain=not args.no_plain,
+        temperature=args.temperature, eos_token_id=eos,
+    )
+    runs: list[tuple[str, dict]] = []
+    if args.arm is not None:
+        runs.append((args.arm, {"arm": args.arm}))
+    else:
+        runs.append((args.policy, {"policy": args.policy}))
+    if args.all_arms:
+        runs += [(arm.label, {"arm": arm.label}) for arm in decoder.arms if arm.label != args.arm]
+    identical = True
+    print(f"arms: {', '.join(a.label for a in decoder.arms)}   (L = {decoder.max_length})")
+    rows = []
+    for i, text in enumerate(prompts):
+        ids = tokenizer.encode(text)
+        reference = None
+        if args.check and args.temperature == 0:
+            reference = decoder.generate(ids, arm=decoder.arms[0].label, max_new_tokens=args.max_new_tokens).tokens
+        for label, how in runs:
+            res = decoder.generate(ids, max_new_tokens=args.max_new_tokens, reward=args.reward, seed=args.seed, **how)
+            if reference is not None:
+                identical &= res.tokens == reference
+            rows.append((i, label, res))
+            if label == runs[0][0] and not args.quiet:
+                print(f"--- prompt {i} ({label})\n{text}\u2502{tokenizer.decode(res.tokens)}")
+    print(f"\n{'prompt':>6}  {'policy/arm':<16} {'tokens':>6} {'rounds':>6} {'MAT':>6} {'tokens/s':>9}  arm pulls")
+    for i, label, res in rows:
+        pulls = " ".join(f"{k}={v}" for k, v in res.arm_counts().items() if v)
+        print(f"{i:>6}  {label:<16} {len(res.tokens):>6} {res.rounds:>6} {res.mat:>6.2f} {res.tokens_per_second:>9.1f}  {pulls}")
+    if args.check and args.temperature == 0:
+        print(f"\nidentical to plain greedy decoding: {'yes' if identical else 'NO'}")
+        return 0 if identical else 1
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    table = run_demo(
+        cache_dir=args.cache_dir, retrain=args.retrain, train_seconds=args.train_seconds, max_new_tokens=args.max_new_tokens,
+        seeds=args.seeds, quick=args.quick, out=args.out, threads=args.threads, reward=args.reward, log=lambda msg: print(msg, file=sys.stderr, flush=True),
+    )
+    print(table)
+    return 0

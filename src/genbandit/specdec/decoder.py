@@ -1,0 +1,347 @@
+"""Lossless speculative decoding on Hugging Face causal LMs, with the arm chosen by a bandit each round.
+
+One *round* (BanditSpec spec, section 1.2) = one drafter proposes up to ``k`` tokens, the target
+scores them all in ONE forward pass over its KV cache, and the round emits the accepted tokens plus
+one token of the target's (the correction or the bonus): ``1 <= Y <= k + 1`` tokens.
+
+* Greedy (``temperature == 0``): draft tokens are kept while they equal the target's argmax, then
+  the target's argmax is appended, so the output is token for token the target's greedy decoding.
+* Sampling (``temperature > 0``): Algorithm 6 of the spec (Leviathan et al., 2023; Chen et al.,
+  2023): accept draft token ``x`` with probability ``min(1, P(x) / Q(x))``, otherwise emit a token
+  drawn from ``Norm([P - Q]_+)`` and stop; after ``k`` acceptances draw a bonus token from ``P``.
+  Copiers propose point masses (``Q = delta_x``), for which the rule reads: accept with probability
+  ``P(x)``, else draw from ``P`` with ``x`` removed.
+
+Both models keep KV caches. The target's cache always holds every token except the last one (the
+"pending" token fed first in the next round) and is cropped after a rejection; a model drafter
+crops its own cache to the prefix it shares with the accepted text.
+
+The *BanditSpec loop* (spec Algorithm 3): per prompt the policy is reset (its state starts empty),
+each round it selects an arm (drafter x speculation length; length 0 is plain decoding), and it is
+updated with the number of emitted tokens, or, for serving, with the round's normalised throughput.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from ..core.base import Policy
+from ..core.registry import POLICIES
+from ..core.validation import InvalidInputError, InvalidParameterError
+from .drafters import Draft, Drafter
+
+__all__ = ["Arm", "GenerationResult", "SpeculativeDecoder", "crop_cache", "tempered_probs", "make_policy"]
+
+#: Names under which a BanditSpec-aware policy takes the maximum speculation length ``L``.
+_L_PARAMETER_NAMES = ("L", "max_length", "spec_length", "max_speculation_length")
+
+
+def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``softmax(logits / temperature)`` over the last axis, in the logits' precision (at least float32)."""
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    return torch.softmax(logits / temperature, dim=-1)
+
+
+def crop_cache(cache: Any, length: int) -> None:
+    """Keep the first ``length`` positions of a Hugging Face KV cache (``DynamicCache``), in place."""
+    current = cache.get_seq_length()
+    if length < current:
+        cache.crop(length - current)  # a negative count removes that many positions, in every transformers version
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One speculative decoding configuration: a drafter and a speculation length (0 = plain decoding)."""
+
+    drafter: str | None
+    length: int
+
+    @property
+    def label(self) -> str:
+        return "plain" if self.length == 0 else f"{self.drafter}:{self.length}"
+
+
+@dataclass
+class GenerationResult:
+    """What one call of :meth:`SpeculativeDecoder.generate` produced and how.
+
+    ``tokens`` the new tokens (EOS included when reached); ``arms`` the arm index of every round;
+    ``emitted`` the tokens each round emitted (``Y``, truncated at EOS and at ``max_new_tokens``);
+    ``round_seconds`` the wall time of every round; ``seconds`` the whole call (prefill included).
+    """
+
+    tokens: list[int]
+    arms: list[int] = field(default_factory=list)
+    emitted: list[int] = field(default_factory=list)
+    round_seconds: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    prefill_seconds: float = 0.0
+    arm_labels: list[str] = field(default_factory=list)
+
+    @property
+    def rounds(self) -> int:
+        """Stopping time: target verification passes."""
+        return len(self.arms)
+
+    @property
+    def mat(self) -> float:
+        """Mean tokens emitted per target verification pass (bonus token included; 1.0 for plain decoding)."""
+        return float(np.mean(self.emitted)) if self.emitted else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0
+
+    def arm_counts(self) -> dict[str, int]:
+        counts = np.bincount(np.asarray(self.arms, dtype=np.int64), minlength=len(self.arm_labels))
+        return {label: int(c) for label, c in zip(self.arm_labels, counts)}
+
+
+def _accepts_length(cls: type) -> str | None:
+    params = inspect.signature(cls.__init__).parameters
+    return next((name for name in _L_PARAMETER_NAMES if name in params), None)
+
+
+def make_policy(name: str, n_arms: int, max_length: int, **params: Any) -> Policy:
+    """Create the registered policy ``name`` for ``n_arms`` arms, passing ``L`` if it takes one.
+
+    Resolved through the registry when called, so names registered later (``"UCBSpec"``,
+    ``"EXP3Spec"``) work as soon as their module is importable.
+    """
+    cls = POLICIES.get(name)
+    key = _accepts_length(cls)
+    if key is not None and key not in params:
+        params[key] = max_length
+    policy = POLICIES.create(name, n_arms=n_arms, **params)
+    if getattr(policy, "contextual", False) or getattr(policy, "action_kind", "arm") != "arm":
+        raise InvalidParameterError(f"The BanditSpec loop needs a non-contextual arm policy. Got {name!r}.")
+    return policy
+
+
+def policy_reward(policy: Policy, y: float, max_length: int) -> float:
+    """Map a reward on the spec's scale ``[1, L + 1]`` to what ``policy`` expects.
+
+    A policy that takes ``L`` (UCBSpec, EXP3Spec) gets ``y`` as is; any other policy gets ``y``
+    mapped linearly onto its ``reward_range`` (``[0, 1]`` when it declares none, since UCB1-style
+    confidence bonuses assume rewards in [0, 1]).
+    """
+    bounds = policy.reward_range
+    if _accepts_length(type(policy)) is not None and (bounds is None or bounds[0] <= y <= bounds[1]):
+        return float(y)
+    lo, hi = bounds if bounds is not None else (0.0, 1.0)
+    return float(lo + (hi - lo) * (y - 1.0) / max(max_length, 1))
+
+
+class SpeculativeDecoder:
+    """Speculative decoding of a Hugging Face causal LM with drafters x speculation lengths as arms.
+
+    Parameters
+    ----------
+    target : transformers ``PreTrainedModel``
+        Any causal LM whose forward takes ``past_key_values`` and returns a croppable cache.
+    drafters : mapping name -> :class:`~genbandit.specdec.drafters.Drafter`
+        The drafters (a :class:`ModelDrafter` must share the target's vocabulary).
+    lengths : sequence of int
+        Speculation lengths every drafter is paired with; ``L = max(lengths)``.
+    include_plain : bool
+        Add the arm "plain" (length 0: canonical decoding, MAT 1) first.
+    temperature : float
+        0 for greedy decoding; otherwise sampling from ``softmax(logits / temperature)``.
+    eos_token_id : int or None
+        Generation stops after this token (it is kept in the output).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from transformers import GPT2Config, GPT2LMHeadModel
+    >>> from genbandit.specdec import SpeculativeDecoder, SuffixMatchDrafter
+    >>> _ = torch.manual_seed(0)
+    >>> target = GPT2LMHeadModel(GPT2Config(vocab_size=8, n_positions=64, n_embd=16, n_layer=1, n_head=2)).eval()
+    >>> dec = SpeculativeDecoder(target, {"suffix": SuffixMatchDrafter()}, lengths=[2, 4])
+    >>> [arm.label for arm in dec.arms]
+    ['plain', 'suffix:2', 'suffix:4']
+    >>> prompt = [1, 2, 3, 1, 2, 3, 1, 2]
+    >>> plain = dec.generate(prompt, arm="plain", max_new_tokens=12)
+    >>> spec = dec.generate(prompt, policy="UCB1", max_new_tokens=12, seed=0)
+    >>> spec.tokens == plain.tokens, plain.mat, spec.rounds <= plain.rounds
+    (True, 1.0, True)
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        drafters: Mapping[str, Drafter],
+        lengths: Sequence[int] = (1, 2, 4),
+        *,
+        include_plain: bool = True,
+        temperature: float = 0.0,
+        eos_token_id: int | None = None,
+    ) -> None:
+        lengths = sorted({int(k) for k in lengths if int(k) > 0})
+        if not drafters and not include_plain:
+            raise InvalidParameterError("SpeculativeDecoder needs at least one arm.")
+        if drafters and not lengths:
+            raise InvalidParameterError(f"lengths must hold a positive speculation length. Got {lengths!r} instead.")
+        if temperature < 0 or not np.isfinite(temperature):
+            raise InvalidParameterError(f"temperature must be >= 0. Got {temperature!r} instead.")
+        self.target = target
+        self.drafters = dict(drafters)
+        self.lengths = lengths
+        self.temperature = float(temperature)
+        self.eos_token_id = eos_token_id
+        self.arms = ([Arm(None, 0)] if include_plain else []) + [Arm(name, k) for name in self.drafters for k in lengths]
+        self.max_length = max([arm.length for arm in self.arms])
+        self._device = next(target.parameters()).device
+        positions = [getattr(target.config, "max_position_embeddings", None)]
+        for drafter in self.drafters.values():
+            model = getattr(drafter, "model", None)
+            if model is not None:
+                positions.append(getattr(model.config, "max_position_embeddings", None))
+        self.max_positions = min([p for p in positions if p] or [10**9])
+
+    # ------------------------------------------------------------------ arms and policies
+    def arm_index(self, arm: int | str) -> int:
+        """The index of ``arm``, given as an index or a label (``"plain"``, ``"pld:4"``)."""
+        labels = [a.label for a in self.arms]
+        if isinstance(arm, str):
+            if arm not in labels:
+                raise InvalidParameterError(f"Unknown arm {arm!r}. Arms: {', '.join(labels)}.")
+            return labels.index(arm)
+        if not 0 <= int(arm) < len(self.arms):
+            raise InvalidParameterError(f"Unknown arm {arm!r}: arms are 0..{len(self.arms) - 1}.")
+        return int(arm)
+
+    def make_policy(self, name: str, **params: Any) -> Policy:
+        """The registered policy ``name`` sized for this decoder's arms (``L`` passed when it takes one)."""
+        return make_policy(name, len(self.arms), self.max_length, **params)
+
+    # ------------------------------------------------------------------ one round
+    def _forward(self, tokens: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
+        out = self.target(torch.tensor([tokens], device=self._device), past_key_values=cache, use_cache=True)
+        return out.logits[0], out.past_key_values
+
+    def _verify(self, ids: list[int], draft: Draft, cache: Any, generator: torch.Generator) -> tuple[list[int], Any]:
+        """One target pass over ``[ids[-1]] + draft``; returns the emitted tokens and the cropped cache."""
+        d = draft.tokens
+        logits, cache = self._forward([ids[-1]] + d, cache)  # (len(d) + 1, vocab)
+        if self.temperature == 0:
+            pred = torch.argmax(logits, dim=-1).tolist()
+            a = 0
+            while a < len(d) and d[a] == pred[a]:
+                a += 1
+            emitted = d[:a] + [pred[a]]
+        else:
+            p = tempered_probs(logits, self.temperature)
+            emitted = []
+            for i, x in enumerate(d):
+                q_x = float(draft.probs[i, x]) if draft.probs is not None else 1.0
+                p_x = float(p[i, x])
+                if float(torch.rand((), generator=generator)) * q_x <= p_x:  # r <= min(1, P(x)/Q(x))
+                    emitted.append(x)
+                    continue
+                if draft.probs is not None:
+                    residual = torch.clamp(p[i] - draft.probs[i].to(p.dtype), min=0.0)
+                else:
+                    residual = p[i].clone()
+                    residual[x] = 0.0
+                if float(residual.sum()) <= 0.0:  # only reachable through rounding: P == Q
+                    residual = p[i]
+                emitted.append(int(torch.multinomial(residual / residual.sum(), 1, generator=generator)))
+                break
+            else:
+                emitted.append(int(torch.multinomial(p[len(d)], 1, generator=generator)))  # bonus token
+        crop_cache(cache, len(ids) - 1 + len(emitted))  # keep everything but the new pending token
+        return emitted, cache
+
+    # ------------------------------------------------------------------ the loop
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        *,
+        policy: Policy | str | None = None,
+        arm: int | str | None = None,
+        max_new_tokens: int = 128,
+        reward: str = "tokens",
+        seed: int | None = None,
+    ) -> GenerationResult:
+        """Generate up to ``max_new_tokens`` tokens after ``prompt_ids`` (a list of token ids).
+
+        Give either a fixed ``arm`` (index or label) or a ``policy`` (a :class:`Policy` sized for
+        ``len(self.arms)`` arms, or a registered name, e.g. ``"UCBSpec"``); the policy is reset at
+        the start (BanditSpec's per-prompt state). ``reward`` is ``"tokens"`` (emitted tokens,
+        the paper's reward) or ``"throughput"`` (the round's tokens/s over ``R_max = (L + 1) / c0``,
+        clipped to 1 and put on the scale ``[1, L + 1]``, where ``c0`` is the measured time of a
+        one-token target step at the start of the prompt). ``seed`` seeds the sampler and the policy.
+        """
+        if (policy is None) == (arm is None):
+            raise InvalidParameterError("Give exactly one of policy= and arm=.")
+        if reward not in ("tokens", "throughput"):
+            raise InvalidParameterError(f"reward must be 'tokens' or 'throughput'. Got {reward!r} instead.")
+        if max_new_tokens < 1:
+            raise InvalidParameterError(f"max_new_tokens must be >= 1. Got {max_new_tokens!r} instead.")
+        ids = [int(t) for t in prompt_ids]
+        if not ids:
+            raise InvalidInputError("The prompt must hold at least one token.")
+        if len(ids) > self.max_positions:
+            raise InvalidInputError(f"The prompt ({len(ids)} tokens) exceeds the models' context ({self.max_positions}).")
+        fixed = None if arm is None else self.arm_index(arm)
+        if isinstance(policy, str):
+            policy = self.make_policy(policy, seed=seed)
+        if policy is not None:
+            if policy.n_arms != len(self.arms):
+                raise InvalidParameterError(f"The policy has {policy.n_arms} arms; this decoder has {len(self.arms)}.")
+            policy.reset() if seed is None else policy.reset(seed=seed)
+        generator = torch.Generator(device="cpu")
+        generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**63))
+        for drafter in self.drafters.values():
+            drafter.start(len(ids))
+
+        result = GenerationResult(tokens=[], arm_labels=[a.label for a in self.arms])
+        start = time.perf_counter()
+        with torch.no_grad():
+            cache = None
+            if len(ids) > 1:
+                _, cache = self._forward(ids[:-1], None)
+            r_max = None
+            if reward == "throughput":
+                t0 = time.perf_counter()
+                _, cache = self._forward([ids[-1]], cache)
+                r_max = (self.max_length + 1) / max(time.perf_counter() - t0, 1e-9)
+                crop_cache(cache, len(ids) - 1)
+            result.prefill_seconds = time.perf_counter() - start
+            while len(result.tokens) < max_new_tokens and len(ids) <= self.max_positions:
+                a = fixed if policy is None else policy.select()
+                chosen = self.arms[a]
+                remaining = max_new_tokens - len(result.tokens)
+                k = min(chosen.length, remaining - 1, self.max_positions - len(ids))
+                t0 = time.perf_counter()
+                draft = Draft([])
+                if k > 0:
+                    draft = self.drafters[chosen.drafter].propose(ids, k, temperature=self.temperature, generator=generator)
+                    draft.tokens = [int(t) for t in draft.tokens[:k]]
+                emitted, cache = self._verify(ids, draft, cache, generator)
+                if self.eos_token_id is not None and self.eos_token_id in emitted:
+                    emitted = emitted[: emitted.index(self.eos_token_id) + 1]
+                emitted = emitted[:remaining]
+                ids.extend(emitted)
+                result.tokens.extend(emitted)
+                seconds = time.perf_counter() - t0
+                result.arms.append(a)
+                result.emitted.append(len(emitted))
+                result.round_seconds.append(seconds)
+                if policy is not None:
+                    y = float(len(emitted))
+                    if r_max is not None:
+                        y = 1.0 + self.max_length * min(1.0, len(emitted) / max(seconds, 1e-9) / r_max)
+                    policy.update(a, policy_reward(policy, y, self.max_length))
+                if self.eos_token_id is not None and emitted[-1] == self.eos_token_id:
+                    break
+        result.seconds = time.perf_counter() - start
+        return result

@@ -1,0 +1,248 @@
+"""Drafters: cheap guesses of the target's next tokens, verified by :class:`~genbandit.specdec.SpeculativeDecoder`.
+
+A drafter proposes up to ``k`` tokens that continue the token sequence ``ids`` (prompt plus the
+text accepted so far). Copiers (:class:`PromptLookupDrafter`, :class:`SuffixMatchDrafter`) return
+a deterministic guess: their proposal law is a point mass, which the sampling verifier of the
+BanditSpec spec's Algorithm 6 handles exactly. :class:`ModelDrafter` runs a smaller causal LM with
+its own KV cache and returns the law ``Q`` it sampled each token from.
+
+Every drafter sees the whole sequence at each call and keeps only caches keyed on it, so a drafter
+that was not chosen for a few rounds catches up by itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+__all__ = ["Draft", "Drafter", "PromptLookupDrafter", "SuffixMatchDrafter", "ModelDrafter"]
+
+
+@dataclass
+class Draft:
+    """Proposed tokens and, for a sampled draft, the law each was drawn from.
+
+    ``tokens``: list of ints, length ``<= k``. ``probs``: ``None`` for a deterministic draft (a
+    point mass on each token), else a float tensor ``(len(tokens), vocab)`` of the draft laws.
+    """
+
+    tokens: list[int]
+    probs: Any = None
+
+
+class Drafter:
+    """Base class: ``propose(ids, k, ...) -> Draft``; ``start(prompt_len)`` before each prompt."""
+
+    name = "drafter"
+
+    def start(self, prompt_len: int) -> None:
+        """Forget anything tied to the previous prompt; the new prompt is ``ids[:prompt_len]``."""
+        self._prompt_len = prompt_len
+
+    def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
+        raise NotImplementedError
+
+
+class PromptLookupDrafter(Drafter):
+    """Prompt lookup decoding (Saxena, 2023): copy what followed the last n-gram in the prompt.
+
+    Tries n-gram sizes ``max_ngram`` down to ``min_ngram``: the first size whose last ``n`` tokens
+    occur in the prompt wins, and the ``k`` tokens after the latest such occurrence are the draft
+    (possibly shorter at the prompt's end). No match gives an empty draft (plain decoding).
+
+    >>> d = PromptLookupDrafter(max_ngram=2)
+    >>> prompt = [5, 6, 7, 8, 9, 5, 6]
+    >>> d.start(len(prompt))
+    >>> d.propose(prompt, 3).tokens          # "5 6" occurred at 0, followed by 7 8 9
+    [7, 8, 9]
+    >>> d.propose(prompt + [7, 1], 3).tokens  # "7 1" and "1" never occur in the prompt
+    []
+    """
+
+    name = "pld"
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min_ngram <= max_ngram. Got {min_ngram}, {max_ngram} instead.")
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+
+    def start(self, prompt_len: int) -> None:
+        super().start(prompt_len)
+        self._index: dict[tuple, int] | None = None  # n-gram -> end of its latest occurrence in the prompt
+
+    def _build(self, prompt: Sequence[int]) -> dict[tuple, int]:
+        index: dict[tuple, int] = {}
+        for n in range(self.min_ngram, self.max_ngram + 1):
+            for end in range(n, len(prompt)):  # an n-gram ending at the prompt's last token has no continuation
+                index[tuple(prompt[end - n : end])] = end
+        return index
+
+    def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
+        if k <= 0:
+            return Draft([])
+        plen = getattr(self, "_prompt_len", len(ids))
+        if self._index is None:
+            self._index = self._build(list(ids[:plen]))
+        for n in range(min(self.max_ngram, len(ids)), self.min_ngram - 1, -1):
+            end = self._index.get(tuple(ids[len(ids) - n :]))
+            if end is not None:
+                return Draft([int(t) for t in ids[end : min(end + k, plen)]])
+        return Draft([])
+
+
+class SuffixMatchDrafter(Drafter):
+    """Suffix-match copier over the prompt and everything generated so far (a suffix automaton).
+
+    Keeps a suffix automaton of the sequence and, incrementally, the longest suffix of the
+    sequence that also occurs earlier in it (ending before the last token), as in SAM decoding
+    (Hu et al., 2024). If that match is at least ``min_match`` tokens long, the draft copies the
+    ``k`` tokens that followed its first occurrence; a copy that reaches the end of the sequence
+    goes on with the tokens it has just copied (an overlapping copy, as in LZ77), so a repeat of
+    period ``p`` is extended periodically. Each new token costs amortised O(1).
+
+    >>> d = SuffixMatchDrafter(min_match=2)
+    >>> ids = [1, 2, 3, 4, 9, 1, 2]
+    >>> d.start(5)
+    >>> d.propose(ids, 2).tokens            # "1 2" occurred at 0, followed by 3 4
+    [3, 4]
+    >>> d.propose(ids + [3, 4, 9, 1], 3).tokens  # generated text is searched too: "1 2 3 4 9 1" -> 2 3 4
+    [2, 3, 4]
+    >>> d.propose([7, 5, 6, 5, 6, 5], 5).tokens  # "5 6 5" occurred at 1..3: copy 6 5, then go on periodically
+    [6, 5, 6, 5, 6]
+    """
+
+    name = "suffix"
+
+    def __init__(self, min_match: int = 2) -> None:
+        if min_match < 1:
+            raise ValueError(f"min_match must be >= 1. Got {min_match} instead.")
+        self.min_match = min_match
+
+    def start(self, prompt_len: int) -> None:
+        super().start(prompt_len)
+        # automaton over self._seq: per state, transitions, suffix link, longest length, first end position
+        self._next: list[dict[int, int]] = [{}]
+        self._link = [-1]
+        self._len = [0]
+        self._first = [-1]
+        self._last = 0
+        self._seq: list[int] = []
+        self._match_state = 0  # state of the longest suffix of _seq occurring in _seq[:-1]
+        self._match_len = 0
+
+    def _extend(self, c: int) -> None:
+        pos = len(self._seq)
+        # 1. advance the match using the automaton of _seq (before c is added): occurrences end <= pos - 1
+        state, length = self._match_state, self._match_len
+        while state != -1 and c not in self._next[state]:
+            state = self._link[state]
+            length = self._len[state] if state != -1 else 0
+        if state == -1:
+            state, length = 0, 0
+        else:
+            state, length = self._next[state][c], length + 1
+        self._match_state, self._match_len = state, length
+        # 2. add c to the automaton (standard online construction)
+        cur = len(self._len)
+        self._next.append({})
+        self._link.append(-1)
+        self._len.append(self._len[self._last] + 1)
+        self._first.append(pos)
+        p = self._last
+        while p != -1 and c not in self._next[p]:
+            self._next[p][c] = cur
+            p = self._link[p]
+        if p == -1:
+            self._link[cur] = 0
+        else:
+            q = self._next[p][c]
+            if self._len[p] + 1 == self._len[q]:
+                self._link[cur] = q
+            else:
+                clone = len(self._len)
+                self._next.append(dict(self._next[q]))
+                self._link.append(self._link[q])
+                self._len.append(self._len[p] + 1)
+                self._first.append(self._first[q])
+                while p != -1 and self._next[p].get(c) == q:
+                    self._next[p][c] = clone
+                    p = self._link[p]
+                self._link[q] = clone
+                self._link[cur] = clone
+                if self._match_state == q and self._match_len <= self._len[clone]:
+                    self._match_state = clone
+        self._last = cur
+        self._seq.append(c)
+
+    def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
+        if not hasattr(self, "_seq") or list(ids[: len(self._seq)]) != self._seq:
+            self.start(getattr(self, "_prompt_len", 0))
+        for c in ids[len(self._seq) :]:
+            self._extend(int(c))
+        if k <= 0 or self._match_len < self.min_match:
+            return Draft([])
+        end = self._first[self._match_state]  # end position of the first occurrence of the match
+        n = len(self._seq)
+        tokens: list[int] = []
+        for j in range(end + 1, end + 1 + k):  # an overlapping copy (as in LZ77) extends a repeat periodically
+            tokens.append(self._seq[j] if j < n else tokens[j - n])
+        return Draft(tokens)
+
+
+class ModelDrafter(Drafter):
+    """Draft with a smaller causal LM (same vocabulary as the target), keeping its own KV cache.
+
+    Greedy drafts (``temperature == 0``) take the draft model's argmax; sampled drafts draw from
+    ``softmax(logits / temperature)`` and return those laws for the rejection rule. The cache holds
+    the longest prefix of the sequence it has already seen and is cropped when the sequence differs
+    (after a rejection), so only new tokens are fed.
+    """
+
+    name = "model"
+
+    def __init__(self, model: Any, name: str = "model") -> None:
+        self.model = model
+        self.name = name
+
+    def start(self, prompt_len: int) -> None:
+        super().start(prompt_len)
+        self._cache = None
+        self._cached: list[int] = []  # the tokens whose keys/values the cache holds
+
+    def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
+        import torch
+
+        from .decoder import crop_cache, tempered_probs
+
+        if k <= 0:
+            return Draft([])
+        if not hasattr(self, "_cached"):
+            self.start(len(ids))
+        ids = [int(t) for t in ids]
+        keep = 0
+        limit = min(len(self._cached), len(ids) - 1)  # always feed at least the last token
+        while keep < limit and self._cached[keep] == ids[keep]:
+            keep += 1
+        if self._cache is not None:
+            crop_cache(self._cache, keep)
+        self._cached = self._cached[:keep]
+        device = next(self.model.parameters()).device
+        tokens: list[int] = []
+        laws = []
+        feed = ids[keep:]
+        with torch.no_grad():
+            for _ in range(k):
+                out = self.model(torch.tensor([feed], device=device), past_key_values=self._cache, use_cache=True)
+                self._cache = out.past_key_values
+                self._cached.extend(feed)
+                logits = out.logits[0, -1].float()
+                if temperature > 0:
+                    p = tempered_probs(logits, temperature)
+                    tok = int(torch.multinomial(p, 1, generator=generator))
+                    laws.append(p)
+                else:
+                    tok = int(torch.argmax(logits))
+                tokens.append(tok)
+                feed = [tok]
+        return Draft(tokens, torch.stack(laws) if laws else None)

@@ -1,0 +1,328 @@
+"""The real speculative decoder: losslessness (greedy and sampling), drafters, the BanditSpec loop, the CLI."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from genbandit.core.base import Policy
+from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
+from genbandit.specdec.decoder import make_policy, policy_reward
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread (and far faster on a busy machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_gpt(vocab: int, layers: int, width: int, seed: int, init: float = 0.02, positions: int = 128) -> GPT2LMHeadModel:
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        vocab_size=vocab, n_positions=positions, n_embd=width, n_layer=layers, n_head=2, initializer_range=init,
+        bos_token_id=0, eos_token_id=vocab - 1,
+    )
+    return GPT2LMHeadModel(config).eval().double()
+
+
+def plain_greedy(model: GPT2LMHeadModel, prompt: list[int], n: int, eos: int | None = None) -> list[int]:
+    """The target's own greedy decoding: argmax of a full forward pass (no cache) at every step."""
+    ids = list(prompt)
+    out: list[int] = []
+    with torch.no_grad():
+        for _ in range(n):
+            tok = int(model(torch.tensor([ids])).logits[0, -1].argmax())
+            ids.append(tok)
+            out.append(tok)
+            if tok == eos:
+                break
+    return out
+
+
+@pytest.fixture(scope="module")
+def models():
+    target = tiny_gpt(vocab=16, layers=2, width=32, seed=0, init=0.2)
+    draft = tiny_gpt(vocab=16, layers=1, width=16, seed=1, init=0.2)
+    return target, draft
+
+
+def make_decoder(target, draft, **kw) -> SpeculativeDecoder:
+    drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
+    return SpeculativeDecoder(target, drafters, lengths=[1, 3, 6], **kw)
+
+
+PROMPTS = [
+    [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2],  # copy-heavy
+    [7, 3, 9, 9, 2, 11, 4],
+]
+
+
+# --------------------------------------------------------------------------- greedy losslessness
+def test_greedy_output_equals_plain_greedy_for_every_arm_and_policy(models):
+    target, draft = models
+    dec = make_decoder(target, draft)
+    assert [a.label for a in dec.arms][:3] == ["plain", "model:1", "model:3"] and len(dec.arms) == 10
+    for prompt in PROMPTS:
+        reference = plain_greedy(target, prompt, 30)
+        for arm in range(len(dec.arms)):
+            res = dec.generate(prompt, arm=arm, max_new_tokens=30)
+            assert res.tokens == reference, dec.arms[arm].label
+            assert sum(res.emitted) == 30 and all(1 <= y <= dec.arms[arm].length + 1 for y in res.emitted)
+        for name in ("UCB1", "EXP3"):
+            res = dec.generate(prompt, policy=name, max_new_tokens=30, seed=3)
+            assert res.tokens == reference, name
+    # the reference agrees with transformers' own greedy generate
+    hf = target.generate(torch.tensor([PROMPTS[1]]), max_new_tokens=30, do_sample=False, pad_token_id=0, eos_token_id=None)
+    assert hf[0, len(PROMPTS[1]) :].tolist() == plain_greedy(target, PROMPTS[1], 30)
+
+
+def test_drafting_with_the_target_itself_accepts_every_token(models):
+    """Draft = target: every round emits k + 1 tokens (a wrong cache crop or an off-by-one breaks this)."""
+    target, _ = models
+    dec = SpeculativeDecoder(target, {"self": ModelDrafter(target)}, lengths=[3], include_plain=False)
+    res = dec.generate(PROMPTS[1], arm="self:3", max_new_tokens=25)
+    assert res.emitted == [4] * 6 + [1]
+    assert res.tokens == plain_greedy(target, PROMPTS[1], 25)
+
+
+def test_copy_heavy_prompt_gets_a_higher_mat_from_copiers(models):
+    target, draft = models
+    dec = make_decoder(target, draft)
+    prompt = PROMPTS[0]
+    plain = dec.generate(prompt, arm="plain", max_new_tokens=60)
+    suffix = dec.generate(prompt, arm="suffix:6", max_new_tokens=60)
+    assert plain.mat == 1.0 and plain.rounds == 60
+    assert suffix.tokens == plain.tokens and suffix.rounds < plain.rounds  # the output repeats itself: copies pay
+
+
+def test_eos_stops_generation_and_is_kept(models):
+    target, draft = models
+    reference = plain_greedy(target, PROMPTS[1], 40)
+    eos = reference[7]  # make the 8th greedy token the end of text
+    dec = make_decoder(target, draft, eos_token_id=eos)
+    first = reference.index(eos)
+    for arm in ("plain", "model:6", "suffix:6", "pld:3"):
+        res = dec.generate(PROMPTS[1], arm=arm, max_new_tokens=40)
+        assert res.tokens == reference[: first + 1]
+
+
+def test_context_limit_is_respected():
+    target = tiny_gpt(vocab=16, layers=1, width=16, seed=4, positions=24)
+    dec = SpeculativeDecoder(target, {"suffix": SuffixMatchDrafter(min_match=1)}, lengths=[6])
+    res = dec.generate(PROMPTS[0], arm="suffix:6", max_new_tokens=50)
+    assert len(res.tokens) == 24 + 1 - len(PROMPTS[0])  # the last token is predicted at position 23
+    assert res.tokens == plain_greedy(target, PROMPTS[0], 24 + 1 - len(PROMPTS[0]))
+
+
+# --------------------------------------------------------------------------- sampling losslessness
+def _sequence_law(model: GPT2LMHeadModel, prompt: list[int], n: int, vocab: int, temperature: float) -> np.ndarray:
+    """Exact law of the next ``n`` sampled tokens, ``(vocab ** n,)`` in lexicographic order."""
+    law = np.ones(1)
+    with torch.no_grad():
+        for depth in range(n):
+            prefixes = list(itertools.product(range(vocab), repeat=depth))
+            batch = torch.tensor([prompt + list(p) for p in prefixes])
+            probs = torch.softmax(model(batch).logits[:, -1] / temperature, dim=-1).numpy()
+            law = (law[:, None] * probs).reshape(-1)
+    return law
+
+
+def test_sampling_matches_the_target_distribution_chi_square():
+    vocab, n_new, temperature, n_samples = 3, 3, 1.0, 800
+    target = tiny_gpt(vocab=vocab, layers=1, width=16, seed=10, init=0.8)
+    draft = tiny_gpt(vocab=vocab, layers=1, width=8, seed=11, init=0.8)
+    prompt = [0, 1, 2, 1, 0, 1]  # the suffix drafter finds copies in it
+    p = _sequence_law(target, prompt, n_new, vocab, temperature)
+    q = _sequence_law(draft, prompt, n_new, vocab, temperature)
+    drafters = {"model": ModelDrafter(draft), "suffix": SuffixMatchDrafter(min_match=1)}
+    dec = SpeculativeDecoder(target, drafters, lengths=[1, 3], temperature=temperature)
+    policy = dec.make_policy("EXP3", seed=0)  # the bandit mixes arms; the output law must not care
+    counts = np.zeros(vocab**n_new)
+    rounds = []
+    for i in range(n_samples):
+        res = dec.generate(prompt, policy=policy, max_new_tokens=n_new, seed=i)
+        counts[int(np.ravel_multi_index(res.tokens, (vocab,) * n_new))] += 1
+        rounds.append(res.rounds)
+    assert np.mean(rounds) < n_new  # drafts were accepted: the speculative path was exercised
+    big = p * n_samples >= 5  # pool cells with small expectations
+    observed = np.append(counts[big], counts[~big].sum())
+    expected = np.append(p[big], p[~big].sum()) * n_samples
+    chi2, pvalue = stats.chisquare(observed, expected)
+    assert pvalue > 0.01, (chi2, pvalue)
+    # power: had the decoder emitted the draft's law, the expected statistic would be far past the 1% cut
+    q_pooled = np.append(q[big], q[~big].sum()) * n_samples
+    noncentral = float(np.sum((q_pooled - expected) ** 2 / expected))
+    assert noncentral > 3 * stats.chi2.ppf(0.99, len(expected) - 1)
+
+
+def test_point_mass_rejection_rule_is_exact():
+    """A copier's draft (Q = delta_x) at one position: emitted law equals P exactly (checked by enumeration)."""
+    vocab = 5
+    target = tiny_gpt(vocab=vocab, layers=1, width=8, seed=3, init=0.8)
+
+    class Always(PromptLookupDrafter):
+        def propose(self, ids, k, **kw):
+            from genbandit.specdec.drafters import Draft
+
+            return Draft([2] * k)
+
+    dec = SpeculativeDecoder(target, {"always": Always()}, lengths=[1], include_plain=False, temperature=1.0)
+    p = _sequence_law(target, [1], 1, vocab, 1.0)
+    n = 1500
+    counts = np.bincount([dec.generate([1], arm=0, max_new_tokens=1, seed=s).tokens[0] for s in range(n)], minlength=vocab)
+    assert stats.chisquare(counts, p * n).pvalue > 0.01
+    assert float(np.sum((np.eye(vocab)[2] * n - p * n) ** 2 / (p * n))) > 100  # always emitting the draft would fail
+
+
+# --------------------------------------------------------------------------- drafters
+def test_prompt_lookup_prefers_longest_ngram_and_latest_occurrence():
+    d = PromptLookupDrafter(max_ngram=3)
+    prompt = [1, 2, 3, 7, 9, 2, 3, 8, 1, 2, 3]
+    d.start(len(prompt))
+    assert d.propose(prompt, 2).tokens == [7, 9]  # "1 2 3" at 0..2 beats the later "2 3" at 5..6
+    assert d.propose(prompt + [9, 2, 3], 4).tokens == [8, 1, 2, 3]  # "9 2 3" at 4..6
+    assert d.propose(prompt + [5, 3], 4).tokens == [8, 1, 2, 3]  # only "3" matches; latest occurrence at 6
+    assert d.propose(prompt + [3, 8, 1, 2], 9).tokens == [3]  # truncated at the prompt's end
+    assert d.propose(prompt + [42], 3).tokens == [] and d.propose(prompt, 0).tokens == []
+
+
+def _longest_earlier_suffix(seq: list[int]) -> int:
+    n = len(seq)
+    best = 0
+    for length in range(1, n):
+        suffix = seq[n - length :]
+        if any(seq[j : j + length] == suffix for j in range(0, n - length)):
+            best = length
+    return best
+
+
+def test_suffix_automaton_matches_brute_force():
+    rng = random.Random(0)
+    for trial in range(30):
+        seq = [rng.randrange(3 if trial % 2 else 6) for _ in range(rng.randrange(2, 60))]
+        d = SuffixMatchDrafter(min_match=1)
+        d.start(len(seq) // 2)
+        for cut in range(1, len(seq) + 1):  # grow the sequence one token (or several) at a time
+            if cut % 3 and cut != len(seq):
+                continue
+            draft = d.propose(seq[:cut], 4).tokens
+            length = _longest_earlier_suffix(seq[:cut])
+            assert d._match_len == length
+            if length == 0:
+                assert draft == []
+                continue
+            # the draft continues an earlier occurrence of the matched suffix
+            s = seq[:cut]
+            ends = [e for e in range(length - 1, cut - 1) if s[e - length + 1 : e + 1] == s[cut - length :]]
+            expected = []
+            for j in range(ends[0] + 1, ends[0] + 5):  # overlapping copy past the end of the sequence
+                expected.append(s[j] if j < cut else expected[j - cut])
+            assert draft == expected
+
+
+def test_suffix_drafter_restarts_when_the_sequence_changes():
+    d = SuffixMatchDrafter()
+    d.start(3)
+    assert d.propose([1, 2, 3, 1, 2], 2).tokens == [3, 1]
+    assert d.propose([4, 5, 4, 5], 2).tokens == [4, 5]  # a different sequence: rebuilt, not appended
+
+
+def test_model_drafter_cache_follows_rejections(models):
+    _, draft = models
+    d = ModelDrafter(draft)
+    seq = [3, 1, 4, 1, 5]
+    d.start(len(seq))
+    first = d.propose(seq, 4).tokens
+    assert first == plain_greedy(draft, seq, 4)
+    diverged = seq + [first[0], (first[1] + 1) % 16]  # the target rejected the second draft token
+    assert d.propose(diverged, 3).tokens == plain_greedy(draft, diverged, 3)
+    assert len(d._cached) == len(diverged) + 2  # cache = accepted prefix + two new drafts fed
+    assert d.propose(seq[:2], 2).tokens == plain_greedy(draft, seq[:2], 2)  # a shorter sequence crops further
+
+
+# --------------------------------------------------------------------------- the BanditSpec loop
+class _LengthAware(Policy):
+    """A policy that takes L, like UCBSpec: it must see raw emitted tokens in [1, L + 1]."""
+
+    name = "length-aware-test"
+
+    def __init__(self, n_arms: int, L: int = 1, seed=None) -> None:
+        self.n_arms = n_arms
+        self.L = L
+        self.seed = seed
+
+    def _init_state(self, n_runs):
+        self._seen = []
+
+    def _select(self, contexts):
+        return np.zeros(self._n_runs, dtype=np.int64)
+
+    def _update(self, actions, feedback, contexts):
+        self._seen.append(float(feedback[0]))
+
+
+def test_rewards_reach_policies_on_their_scale(models):
+    from genbandit.policies.classic import EXP3, UCB1
+
+    assert policy_reward(UCB1(n_arms=2), 5.0, 4) == 1.0 and policy_reward(EXP3(n_arms=2), 1.0, 4) == 0.0
+    assert policy_reward(_LengthAware(n_arms=2, L=4), 3.0, 4) == 3.0
+    policy = make_policy("UCB1", n_arms=4, max_length=6)
+    assert policy.n_arms == 4
+    target, draft = models
+    dec = make_decoder(target, draft)
+    aware = _LengthAware(n_arms=len(dec.arms), L=dec.max_length)
+    res = dec.generate(PROMPTS[0], policy=aware, max_new_tokens=30)
+    assert aware._seen == [float(y) for y in res.emitted]  # policy state started empty, one reward per round
+    tput = dec.generate(PROMPTS[0], policy="UCB1", max_new_tokens=30, reward="throughput", seed=1)
+    assert tput.tokens == plain_greedy(target, PROMPTS[0], 30)
+
+
+def test_policy_resets_per_prompt_and_arm_counts(models):
+    target, draft = models
+    dec = make_decoder(target, draft)
+    policy = dec.make_policy("UCB1", seed=0)
+    a = dec.generate(PROMPTS[0], policy=policy, max_new_tokens=30, seed=5)
+    b = dec.generate(PROMPTS[0], policy=policy, max_new_tokens=30, seed=5)
+    assert a.arms == b.arms  # the second prompt does not inherit the first one's statistics
+    assert a.arms[: len(dec.arms)] != [] and sum(a.arm_counts().values()) == a.rounds
+
+
+def test_bad_arguments_raise(models):
+    from genbandit.core.validation import InvalidInputError, InvalidParameterError
+
+    target, draft = models
+    dec = make_decoder(target, draft)
+    with pytest.raises(InvalidParameterError):
+        dec.generate([1, 2], arm="nope:3")
+    with pytest.raises(InvalidParameterError):
+        dec.generate([1, 2])
+    with pytest.raises(InvalidParameterError):
+        dec.generate([1, 2], policy=dec.make_policy("UCB1"), arm=0)
+    with pytest.raises(InvalidInputError):
+        dec.generate([], arm=0)
+    with pytest.raises(InvalidParameterError):
+        dec.generate([1], policy=make_policy("UCB1", n_arms=3, max_length=6))
+
+
+# --------------------------------------------------------------------------- CLI
+def test_cli_generate_on_saved_models(tmp_path, capsys):
+    from genbandit.cli import main
+
+    torch.manual_seed(0)
+    config = dict(vocab_size=257, n_positions=128, n_head=2, bos_token_id=256, eos_token_id=256)
+    GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, **config)).save_pretrained(tmp_path / "target")
+    GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, **config)).save_pretrained(tmp_path / "draft")
+    argv = ["specdec", "generate", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft")]
+    argv += ["--prompt", "def f(x):\n    return x", "--max-new-tokens", "20", "--policy", "UCB1", "--check"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "MAT" in out and "tokens/s" in out and "identical to plain greedy decoding: yes" in out
