@@ -29,8 +29,9 @@ def _summary(cls: type) -> str:
 class Registry:
     """A name -> class table of one kind of object."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, plural: str) -> None:
         self.kind = kind
+        self.plural = plural
         self._classes: dict[str, type] = {}  # canonical display name -> class
         self._aliases: dict[str, str] = {}  # normalised alias -> canonical name
 
@@ -50,7 +51,7 @@ class Registry:
         canonical = self._aliases.get(_key(name))
         if canonical is None:
             known = ", ".join(sorted(self._classes))
-            raise InvalidParameterError(f"Unknown {self.kind} {name!r}. Known {self.kind}s: {known}.")
+            raise InvalidParameterError(f"Unknown {self.kind} {name!r}. Known {self.plural}: {known}.")
         return self._classes[canonical]
 
     def create(self, name: str, **params: Any) -> Any:
@@ -75,8 +76,8 @@ class Registry:
         return _key(name) in self._aliases
 
 
-POLICIES = Registry("policy")
-ENVIRONMENTS = Registry("environment")
+POLICIES = Registry("policy", "policies")
+ENVIRONMENTS = Registry("environment", "environments")
 
 
 def register_policy(*aliases: str) -> Callable[[T], T]:

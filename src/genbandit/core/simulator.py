@@ -25,7 +25,7 @@ def checkpoint_grid(horizon: int, n_points: int = 200) -> np.ndarray:
     """Rounds (1-based) at which cumulative quantities are recorded: half log-spaced, half linear.
 
     >>> checkpoint_grid(10, 4).tolist()
-    [1, 3, 5, 10]
+    [1, 5, 10]
     """
     if horizon < 1:
         raise InvalidParameterError(f"horizon must be a positive int. Got {horizon!r} instead.")

@@ -101,7 +101,7 @@ class SwitchingArms(_RewardTable):
     _parameter_constraints = {
         "horizon": [Interval(Integral, 1, None, "left")],
         "period": [Interval(Integral, 1, None, "left")],
-        "means": [np.ndarray, list],
+        "means": [np.ndarray, list, tuple],
         "table_seed": [Interval(Integral, 0, None, "left")],
     }
 

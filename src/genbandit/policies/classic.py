@@ -113,7 +113,7 @@ class ThompsonSampling(Policy):
     >>> from genbandit import ThompsonSampling
     >>> policy = ThompsonSampling(n_arms=3, seed=42)
     >>> policy.select()
-    1
+    2
     """
 
     name = "Thompson"
@@ -180,8 +180,8 @@ class EXP3(Policy):
     >>> policy.probabilities().tolist()
     [0.5, 0.5]
     >>> _ = policy.update(0, 0.0)  # loss 1 / 0.5 = 2 on arm 0
-    >>> p = policy.probabilities(); round(float(p[1] / p[0]), 6)  # exp(eta_2 * 2), eta_2 = sqrt(ln 2 / 4)
-    2.300346
+    >>> p = policy.probabilities(); round(float(p[1] / p[0]), 6)  # exp(2 eta_2), eta_2 = sqrt(ln 2 / (2 * 2))
+    2.299185
     """
 
     name = "EXP3"
@@ -217,7 +217,9 @@ class EXP3(Policy):
         probs = getattr(self, "_last_probabilities", None)
         if probs is None or probs.shape[0] != actions.shape[0]:
             probs = self._probabilities(contexts)  # update without a select: use the current law
-        self._loss_estimates[rows, actions] += (1.0 - feedback) / probs[rows, actions]
+        # The floor only binds for an update of an arm whose probability underflowed (an arm
+        # this policy did not choose); it keeps the estimate finite, and the arm stays at ~0.
+        self._loss_estimates[rows, actions] += (1.0 - feedback) / np.maximum(probs[rows, actions], 1e-12)
         self._last_probabilities = None
 
 

@@ -1,0 +1,118 @@
+"""Classic policies: exact index values on tiny histories, and regret as theory says on fixed seeds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from genbandit import EXP3, KLUCB, UCB1, BernoulliArms, EpsilonGreedy, RandomPolicy, SwitchingArms, ThompsonSampling, simulate
+from genbandit.policies._stats import kl_bernoulli, kl_ucb_index
+
+BERNOULLI_10 = [0.5, 0.45, 0.45, 0.45, 0.4, 0.4, 0.4, 0.35, 0.35, 0.3]
+
+
+def test_ucb1_index_by_hand():
+    policy = UCB1(n_arms=3, seed=0)
+    history = [(0, 1.0), (1, 0.0), (2, 1.0), (0, 0.0), (2, 1.0)]
+    for arm, reward in history:
+        policy.update(arm, reward)
+    t = 5
+    expected = [0.5 + math.sqrt(2 * math.log(t) / 2), 0.0 + math.sqrt(2 * math.log(t) / 1), 1.0 + math.sqrt(2 * math.log(t) / 2)]
+    np.testing.assert_allclose(policy._index()[0], expected, rtol=1e-12)
+    assert policy.select() == 2
+
+
+def test_untried_arms_are_played_first():
+    policy = UCB1(n_arms=4, seed=1)
+    seen = []
+    for _ in range(4):
+        arm = policy.select()
+        seen.append(arm)
+        policy.update(arm, 1.0)
+    assert sorted(seen) == [0, 1, 2, 3]
+
+
+def test_kl_ucb_index_solves_its_equation():
+    means = np.array([0.0, 0.1, 0.5, 0.9, 0.999])
+    budget = np.array([0.5, 0.2, 0.05, 0.01, 1.0])
+    q = kl_ucb_index(means, budget)
+    assert np.all(q >= means) and np.all(q <= 1)
+    interior = q < 1 - 1e-9
+    np.testing.assert_allclose(kl_bernoulli(means, q)[interior], budget[interior], atol=1e-8)
+    # The root is the largest such q: slightly above it the divergence exceeds the budget.
+    assert np.all(kl_bernoulli(means[interior], np.minimum(q[interior] + 1e-6, 1 - 1e-12)) > budget[interior])
+
+
+def test_exp3_probabilities_by_hand():
+    policy = EXP3(n_arms=3, seed=0)
+    policy.update(0, 0.0)  # loss 1 / (1/3) = 3 on arm 0
+    eta = math.sqrt(math.log(3) / (2 * 3))  # eta_t at t = 2 rounds seen
+    w = np.array([math.exp(-eta * 3.0), 1.0, 1.0])
+    np.testing.assert_allclose(policy.probabilities(), w / w.sum(), rtol=1e-12)
+
+
+def test_thompson_counts_bernoulli_trick():
+    policy = ThompsonSampling(n_arms=2, seed=0)
+    for _ in range(100):
+        policy.update(0, 1.0)
+        policy.update(1, 0.0)
+    assert policy._successes[0].tolist() == [100.0, 0.0] and policy._failures[0].tolist() == [0.0, 100.0]
+    assert policy.select() == 0
+
+
+@pytest.fixture(scope="module")
+def bernoulli_runs():
+    """Every classic policy on bernoulli-10: 40 runs, T = 20,000, one seed."""
+    out = {}
+    for cls in (UCB1, KLUCB, ThompsonSampling, EXP3, EpsilonGreedy, RandomPolicy):
+        out[cls.name] = simulate(BernoulliArms(means=BERNOULLI_10), cls(n_arms=10), horizon=20_000, n_runs=40, seed=2024)
+    return out
+
+
+def _regret_at(result, t):
+    return result.regret[:, np.searchsorted(result.rounds, t)].mean()
+
+
+def test_regret_is_sublinear_on_bernoulli_10(bernoulli_runs):
+    for name in ("UCB1", "KL-UCB", "Thompson"):
+        r = bernoulli_runs[name]
+        ratio = _regret_at(r, 20_000) / _regret_at(r, 2_000)
+        assert ratio < 7.0, f"{name}: R(T)/R(T/10) = {ratio:.2f}"
+    # Uniform random is the linear reference: its ratio is 10 up to noise.
+    assert 9.5 < _regret_at(bernoulli_runs["random"], 20_000) / _regret_at(bernoulli_runs["random"], 2_000) < 10.5
+
+
+def test_thompson_and_kl_ucb_beat_ucb1(bernoulli_runs):
+    ucb = bernoulli_runs["UCB1"].final_regret
+    for name in ("Thompson", "KL-UCB"):
+        mine = bernoulli_runs[name].final_regret
+        # Means differ by many standard errors: a wrong index or posterior would not clear this.
+        gap = ucb.mean() - mine.mean()
+        se = math.sqrt(ucb.var(ddof=1) / ucb.size + mine.var(ddof=1) / mine.size)
+        assert gap > 4 * se, f"{name}: {mine.mean():.1f} vs UCB1 {ucb.mean():.1f} (se {se:.1f})"
+
+
+def test_every_policy_beats_random(bernoulli_runs):
+    floor = bernoulli_runs["random"].final_regret.mean()
+    for name, r in bernoulli_runs.items():
+        if name != "random":
+            assert r.final_regret.mean() < 0.65 * floor, name
+
+
+def test_adversarial_switch_what_holds():
+    """Against the best fixed arm in hindsight, EXP3 stays within its worst-case bound, and the
+    sample-mean index policies follow the swaps of this oblivious periodic table (negative regret).
+
+    The foundation issue expected EXP3 below UCB1 here; it is the other way round, see
+    docs/classic.md for why. This test pins what is true so that a change is noticed."""
+    horizon = 20_000
+    env = SwitchingArms(horizon=horizon, period=2000, means=[[0.8, 0.2], [0.2, 0.8]])
+    exp3 = simulate(env, EXP3(n_arms=2), horizon=horizon, n_runs=20, seed=1).final_regret
+    ucb = simulate(env, UCB1(n_arms=2), horizon=horizon, n_runs=20, seed=1).final_regret
+    bound = math.sqrt(2 * horizon * 2 * math.log(2))  # Bubeck & Cesa-Bianchi (2012), Thm 3.1
+    assert exp3.mean() < bound
+    assert ucb.mean() < -0.25 * horizon  # tracks the better arm most of the time
+    assert ucb.max() < exp3.min()
+

@@ -1,0 +1,75 @@
+"""The contract suite: every registered policy and environment, through the public checks.
+
+A class joins by registering; its ``_check_examples()`` supplies small instances.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from genbandit import ENVIRONMENTS, POLICIES, InvalidInputError
+from genbandit.checks import assert_finite_state, check_environment, check_policy
+
+POLICY_CASES = [
+    pytest.param(policy, env, id=f"{name}-{i}") for name, cls, _ in POLICIES.items() for i, (policy, env) in enumerate(cls._check_examples())
+]
+ENV_CASES = [pytest.param(env, id=f"{name}-{i}") for name, cls, _ in ENVIRONMENTS.items() for i, env in enumerate(cls._check_examples())]
+
+
+def test_every_registered_class_has_examples():
+    names_with_examples = {p.id.rsplit("-", 1)[0] for p in POLICY_CASES} | {p.id.rsplit("-", 1)[0] for p in ENV_CASES}
+    registered = {name for name, _, _ in POLICIES.items()} | {name for name, _, _ in ENVIRONMENTS.items()}
+    assert registered <= names_with_examples, f"no _check_examples for {sorted(registered - names_with_examples)}"
+
+
+def test_every_registered_class_documents_its_source():
+    for registry in (POLICIES, ENVIRONMENTS):
+        for name, cls, summary in registry.items():
+            assert summary, f"{name} ({cls.__name__}) has no one-line docstring"
+            assert cls.name, f"{cls.__name__} has no display name"
+
+
+@pytest.mark.parametrize("policy, env", POLICY_CASES)
+def test_policy_contract(policy, env):
+    check_policy(policy, env)
+
+
+@pytest.mark.parametrize("env", ENV_CASES)
+def test_environment_contract(env):
+    check_environment(env)
+
+
+ARM_CASES = [p for p in POLICY_CASES if p.values[0].action_kind == "arm"]
+
+
+@pytest.mark.parametrize("policy, env", ARM_CASES)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_valid_histories_keep_state_finite(policy, env, data):
+    """Any valid history (arms the policy did not choose included) leaves a finite state and valid choices."""
+    p = policy.clone().reset(1, seed=data.draw(st.integers(0, 2**16)))
+    e = env.clone().reset(1, seed=data.draw(st.integers(0, 2**16)))
+    low, high = p.reward_range if p.reward_range is not None else (-5.0, 5.0)
+    for _ in range(data.draw(st.integers(1, 25))):
+        ctx = e.observe()
+        ctx = None if ctx is None else ctx[0]
+        arm = data.draw(st.integers(0, p.n_arms - 1))
+        reward = data.draw(st.floats(low, high, allow_nan=False))
+        p.update(arm, reward, ctx)
+        assert_finite_state(p)
+        chosen = p.select(ctx)
+        assert 0 <= chosen < p.n_arms
+        probs = p.probabilities(ctx)
+        if probs is not None:
+            assert np.all(probs >= 0) and abs(probs.sum() - 1.0) < 1e-9
+
+
+def test_registry_lookup_is_forgiving_and_errors_are_clear():
+    assert POLICIES.get("kl_ucb") is POLICIES.get("KL-UCB")
+    with pytest.raises(ValueError, match="Unknown policy 'nope'. Known policies: .*UCB1"):
+        POLICIES.get("nope")
+    with pytest.raises(InvalidInputError):
+        POLICIES.create("UCB1", n_arms=2).update(5, 1.0)
