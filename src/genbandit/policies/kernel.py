@@ -117,6 +117,13 @@ def rff_features(X: np.ndarray, omega: np.ndarray, phase: np.ndarray | None, fea
     return math.sqrt(2.0 / n_freq) * np.cos(proj + phase)
 
 
+def _sherman_morrison(Ainv: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """In place ``Ainv <- Ainv - h h' / (1 + f'h)`` with ``h = Ainv f`` (a view is updated where it lies); returns h."""
+    h = Ainv @ f
+    Ainv -= np.outer(h, h / (1.0 + f @ h))
+    return h
+
+
 def _ucb_index(mu: np.ndarray, sd: np.ndarray, eta: float) -> np.ndarray:
     """``mu + eta sd``, +inf where an arm has no data (``mu`` is inf), without 0 x inf."""
     untried = np.isinf(mu)
@@ -393,10 +400,8 @@ class RFFUCB(_RFFMixin, _ContextualPolicy):
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray) -> None:
         rows = np.arange(actions.shape[0])
         f = self._features(contexts)
-        A = self._Ainv[rows, actions]  # (R, F, F)
-        h = np.matmul(A, f[:, :, None])[..., 0]
-        denom = 1.0 + (f * h).sum(1)
-        self._Ainv[rows, actions] = A - h[:, :, None] * (h / denom[:, None])[:, None, :]
+        for r, arm in enumerate(actions):
+            _sherman_morrison(self._Ainv[r, arm], f[r])
         self._b[rows, actions] += feedback[:, None] * f
         self._counts[rows, actions] += 1
 
@@ -548,9 +553,7 @@ class SupRFFUCB(_SupMixin, _RFFMixin, _ContextualPolicy):
 
     def _stage_insert(self, r: int, m: int, g: int, y: np.ndarray, s: float) -> None:
         f = self._features(y[None], slice(r, r + 1))[0]
-        A = self._Ainv[r, m, g]
-        h = A @ f
-        self._Ainv[r, m, g] = A - np.outer(h, h) / (1.0 + f @ h)
+        _sherman_morrison(self._Ainv[r, m, g], f)
         self._b[r, m, g] += s * f
         self._counts[r, m, g] += 1
 
@@ -603,18 +606,20 @@ class LinUCB(_ContextualPolicy):
         self._b = np.zeros((n_runs, p))
 
     def _select(self, contexts: np.ndarray) -> np.ndarray:
-        Z = _joint_inputs(contexts, self.n_arms)  # (R, G, p)
-        AZ = np.matmul(Z, self._Ainv)  # (R, G, p): rows z_g' A^-1 (A^-1 symmetric)
-        mu = (AZ * self._b[:, None, :]).sum(-1)
-        sd = np.sqrt(np.maximum((AZ * Z).sum(-1), 0.0))
-        return argmax_random_ties(mu + self._eta() * sd, self._rng)
+        d, G = self.n_features, self.n_arms
+        # A^-1 z_g = A^-1[:, :d] y + A^-1[:, d + g]: one matrix-vector product for all arms, O(p^2)
+        u = np.matmul(self._Ainv[:, :, :d], contexts[:, :, None])[..., 0]  # (R, p)
+        H = u[:, None, :] + self._Ainv[:, :, d:].transpose(0, 2, 1)  # (R, G, p)
+        mu = (H * self._b[:, None, :]).sum(-1)
+        var = H[:, :, :d] @ contexts[:, :, None]
+        var = var[..., 0] + H[:, np.arange(G), d + np.arange(G)]
+        return argmax_random_ties(mu + self._eta() * np.sqrt(np.maximum(var, 0.0)), self._rng)
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray) -> None:
         rows = np.arange(actions.shape[0])
         z = _joint_inputs(contexts, self.n_arms)[rows, actions]  # (R, p)
-        h = np.matmul(self._Ainv, z[:, :, None])[..., 0]
-        denom = 1.0 + (z * h).sum(1)
-        self._Ainv -= h[:, :, None] * (h / denom[:, None])[:, None, :]
+        for r in rows:
+            _sherman_morrison(self._Ainv[r], z[r])
         self._b += feedback[:, None] * z
 
 
