@@ -173,6 +173,7 @@ class SentenceEmbedder:
         fd, tmp = tempfile.mkstemp(dir=store, suffix=".npz.tmp")
         with os.fdopen(fd, "wb") as handle:
             np.savez(handle, keys=np.array(keys), vectors=vectors.astype(np.float32))
+        os.chmod(tmp, 0o644)  # readable by whoever shares the cache
         os.replace(tmp, store / f"chunk-{name}.npz")
 
     # ------------------------------------------------------------------ public

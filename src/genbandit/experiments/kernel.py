@@ -301,7 +301,7 @@ def _headroom(ctx: ReportContext) -> dict:
         same = _value(ctx, scenario.name, "best-single", "mean_reward")
         base = room["best_single"] if same is None else same
         if same is not None:
-            lines[-3] = lines[-3].replace("| vs best single |", "| vs best single (same prompts) |")
+            lines[-2] = lines[-2].replace("| vs best single |", "| vs best single (same prompts) |")
         for p in scenario.policies:
             mean = _value(ctx, scenario.name, p.label, "mean_reward")
             opr = _value(ctx, scenario.name, p.label, "opr")
