@@ -8,7 +8,7 @@ own PCA projection of the embedding is done before the clock starts too).
 
 Run by hand (not in CI):
 
-    PYTHONPATH=src python benchmarks/pak_ucb_peers.py --rounds 3609 --seeds 2 > docs/reproductions/pak-ucb/peers.md
+    PYTHONPATH=src python benchmarks/pak_ucb_peers.py --rounds 1000 --seeds 1 > docs/reproductions/pak-ucb/peers.md
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class ParetoBandit(Peer):
         X32 = X.astype(np.float32)
         lookup = {i: X32[i] for i in range(len(X32))}
         self._next = 0
-        fs = FeatureService(custom_encoder=lambda text: lookup[int(text)], pca_path=DEFAULT_PCA_PATH)
+        fs = FeatureService(custom_encoder=lambda text: lookup[int(text)], pca_path=DEFAULT_PCA_PATH, embedding_dim=X.shape[1])
         # features precomputed here, outside the timed loop (the embedding is excluded on every side)
         self.F = np.stack([fs.extract_features(str(i)) for i in range(len(X))])
         np.random.seed(seed)
@@ -181,6 +181,8 @@ def main(argv=None) -> int:
                 Genbandit("genbandit best-single (oracle)", BestSingle(n_arms=G, arm=best_arm, seed=seed), X),
                 Genbandit("genbandit RFF-UCB-RBF (sigma 0.5, D 200)", RFFUCB(n_arms=G, n_features=384, sigma=0.5, seed=seed), X),
                 Genbandit("genbandit RFF-UCB-RBF (sigma 5, D 200)", RFFUCB(n_arms=G, n_features=384, sigma=5.0, seed=seed), X),
+                Genbandit("genbandit RFF-UCB-RBF (sigma 0.5, D 200, cos-phase map: 200 features)",
+                          RFFUCB(n_arms=G, n_features=384, sigma=0.5, feature_map="cos-phase", seed=seed), X),
                 Genbandit("genbandit LinUCB (shared)", LinUCB(n_arms=G, n_features=384, seed=seed), X),
                 ParetoBandit("ParetoBandit (cold start, cost_penalty 0, feedback = utility)", X, models, 0.0, "utility", seed),
             ]

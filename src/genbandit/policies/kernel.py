@@ -318,7 +318,7 @@ class _RFFMixin:
 
     def _features(self, contexts: np.ndarray, runs: Any = slice(None)) -> np.ndarray:
         """phi(y) for each run's context, ``(n_runs, F)``."""
-        proj = np.einsum("rkd,rd->rk", self._omega[runs], contexts)
+        proj = np.matmul(self._omega[runs], contexts[:, :, None])[..., 0]  # (R, D)
         D = self.n_components
         if self.feature_map == "cos-sin":
             return np.concatenate([np.cos(proj), np.sin(proj)], axis=1) / math.sqrt(D)
