@@ -31,6 +31,7 @@ from ..core.base import Policy
 from ..core.registry import register_policy
 from ..core.validation import Interval, Options
 from ._stats import argmax_random_ties
+from .classic import _IndexPolicy
 
 __all__ = [
     "kernel_matrix",
@@ -674,7 +675,7 @@ class KernelUCB(_KRRMixin, _ContextualPolicy):
 
 
 @register_policy()
-class Greedy(Policy):
+class Greedy(_IndexPolicy):
     """Context-free greedy (the official code's ``greedy_selector``): the best running mean, untried arms first.
 
     >>> from genbandit.policies.kernel import Greedy
@@ -690,18 +691,8 @@ class Greedy(Policy):
         self.n_arms = n_arms
         self.seed = seed
 
-    def _init_state(self, n_runs: int) -> None:
-        self._counts = np.zeros((n_runs, self.n_arms), dtype=np.int64)
-        self._sums = np.zeros((n_runs, self.n_arms))
-
-    def _select(self, contexts: Any) -> np.ndarray:
-        means = np.where(self._counts == 0, np.inf, self._sums / np.maximum(self._counts, 1))
-        return argmax_random_ties(means, self._rng)
-
-    def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: Any) -> None:
-        rows = np.arange(actions.shape[0])
-        self._counts[rows, actions] += 1
-        self._sums[rows, actions] += feedback
+    def _index(self) -> np.ndarray:
+        return self._means()
 
 
 @register_policy("one-arm-oracle")
