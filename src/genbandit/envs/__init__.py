@@ -5,3 +5,4 @@ from .nonstationary import AdversarialTable, PiecewiseStationary, SwitchingArms
 from .stochastic import BernoulliArms, GaussianArms
 
 __all__ = ["AdversarialTable", "BernoulliArms", "GaussianArms", "PiecewiseStationary", "SwitchingArms"]
+from . import prompts  # noqa: F401

@@ -23,7 +23,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .. import __version__  # noqa: E402
 from .config import ExperimentConfig  # noqa: E402
 from .units import UnitResult  # noqa: E402
 
@@ -166,6 +165,8 @@ def _file_name(text: str) -> str:
 
 
 def _render(ctx: ReportContext, figures: dict[str, list[str]]) -> str:
+    from .. import __version__  # here, not at import: environments register metrics while genbandit initialises
+
     cfg, meta = ctx.config, ctx.meta
     lines = [f"# {cfg.title}", ""]
     if cfg.description:

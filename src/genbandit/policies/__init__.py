@@ -9,3 +9,4 @@ from . import combinatorial, rising, smooth, speculative  # noqa: F401  (registr
 from .classic import EXP3, KLUCB, UCB1, EpsilonGreedy, GaussianThompsonSampling, RandomPolicy, ThompsonSampling
 
 __all__ = ["EXP3", "KLUCB", "UCB1", "EpsilonGreedy", "GaussianThompsonSampling", "RandomPolicy", "ThompsonSampling"]
+from . import kernel  # noqa: F401

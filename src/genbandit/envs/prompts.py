@@ -1,0 +1,515 @@
+"""Prompt streams for model selection: the PAK-UCB paper's synthetic setups and replays of real LLM outcomes.
+
+Every environment here is a table: ``N`` prompts with embeddings ``(N, d)`` and, for each prompt
+and model, ``S`` stored scores ``(N, G, S)`` (five responses per model in the synthetic setups,
+as in the paper's protocol; one logged outcome per model in the real replays). A round shows a
+prompt's embedding; the learner picks one model and sees one of that model's stored scores for
+that prompt, nothing else (bandit feedback).
+
+Truth reported in ``Step.info`` (summed over rounds by the simulator):
+
+- ``optimal``: 1 when the chosen model has the prompt's highest mean score (ties count, spec
+  section 5 item 18); the ``opr`` metric (optimal-pick ratio) is its average.
+- ``best_single_reward``: what the best single model (highest mean over the prompt stream) scored
+  on the same prompt and the same stored response; ``otb`` (outscore-the-best) is the mean of
+  ``reward - best_single_reward``, positive when prompt-aware selection beats every fixed model.
+- ``quality`` and ``cost`` (real replays): the chosen model's logged reward and dollar cost, so a
+  cost-aware run (utility = reward - price x cost) can be read in both currencies.
+
+``regret`` is the pseudo-regret against the prompt's best model, ``max_g mean_g(y) - mean_{g_t}(y)``
+(eq. 3). Embeddings come from :class:`genbandit.embeddings.SentenceEmbedder` (all-MiniLM-L6-v2,
+offline, cached on disk), or from a cheap Gaussian-cluster stand-in (``contexts="gaussian"``)
+for tests.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from numbers import Integral, Real
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.base import Environment, Step
+from ..core.registry import register_environment
+from ..core.validation import Interval, InvalidParameterError, Options
+from ..experiments.metrics import _total, register_metric
+
+__all__ = [
+    "PromptReplay",
+    "Setup4Synthetic",
+    "ParetoBanditReplay",
+    "PromptTable",
+    "template_prompts",
+    "load_paretobandit",
+    "SETUP4",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Template prompts (spec section 4.3): five prompt types, 5 subjects x 6 predicates x 6 styles each
+# ---------------------------------------------------------------------------------------------
+_TEMPLATES = {
+    "dog": (
+        ["a golden retriever", "a small terrier", "a black labrador puppy", "a husky", "an old beagle"],
+        ["running on the beach", "sleeping on a sofa", "catching a frisbee in a park", "sitting next to a door",
+         "drinking water from a bottle", "playing in the snow"],
+        [", photorealistic", ", oil painting", ", in the style of a children's book", ", 35mm photo", ", high detail", ", at sunset"],
+    ),
+    "car": (
+        ["a red sports car", "a vintage sedan", "a yellow taxi", "an electric hatchback", "a police car"],
+        ["driving down a city street", "parked next to a fire hydrant", "crossing a bridge in the rain",
+         "on a mountain road", "stuck in traffic", "in a showroom"],
+        [", photorealistic", ", oil painting", ", cinematic lighting", ", 35mm photo", ", high detail", ", at night"],
+    ),
+    "food": (
+        ["a bowl of ramen", "a chocolate cake", "a plate of carrots and peas", "a margherita pizza", "a bowl of strawberries"],
+        ["on a wooden table", "served in a busy restaurant", "next to a cup of coffee", "on a picnic blanket",
+         "in a bright kitchen", "viewed from above"],
+        [", food photography", ", watercolor", ", studio lighting", ", 35mm photo", ", high detail", ", rustic style"],
+    ),
+    "code": (
+        ["Write a Python function that", "Write a Rust function that", "Implement in JavaScript a routine that",
+         "Write a Java method that", "Write a C++ function that"],
+        ["parses a CSV file", "reverses a linked list", "computes the longest common subsequence of two strings",
+         "checks whether a number is prime", "merges two sorted arrays", "serialises a binary tree"],
+        [" step by step.", " with unit tests.", " efficiently.", " and explain its complexity.", " using no libraries.", " with type hints."],
+    ),
+    "math": (
+        ["Compute", "Prove that", "Find", "Evaluate", "Solve for x:"],
+        ["the integral of sin(x) from 0 to pi", "the sum of the first 100 odd numbers is a square",
+         "the derivative of x^3 ln(x)", "the limit of (1 + 1/n)^n as n goes to infinity", "x^2 - 5x + 6 = 0",
+         "the determinant of a 3 by 3 rotation matrix"],
+        ["", " and show your work.", " in two lines.", " using induction if needed.", " with a short explanation.", " exactly."],
+    ),
+}
+CATEGORIES = tuple(_TEMPLATES)
+
+
+def template_prompts(categories: tuple[str, ...] = CATEGORIES, per_category: int = 180) -> tuple[list[str], np.ndarray]:
+    """(prompts, category index) for the template prompt types, ``per_category`` each (at most 180).
+
+    >>> texts, cats = template_prompts(("dog", "math"), per_category=2)
+    >>> texts[0], cats.tolist()
+    ('a golden retriever running on the beach, photorealistic', [0, 0, 1, 1])
+    """
+    texts: list[str] = []
+    labels: list[int] = []
+    for c, name in enumerate(categories):
+        subjects, predicates, styles = _TEMPLATES[name]
+        combos = list(itertools.product(subjects, predicates, styles))
+        # spread the first per_category picks over all subjects and predicates
+        order = sorted(range(len(combos)), key=lambda i: (i % 7, i))
+        for i in order[:per_category]:
+            s, p, st = combos[i]
+            texts.append(f"{s} {p}{st}")
+            labels.append(c)
+    return texts, np.asarray(labels, dtype=np.int64)
+
+
+#: Setup 4 analogues (spec section 4.3): categories, per-(model, category) mean score, score kind.
+SETUP4: dict[str, dict[str, Any]] = {
+    # App. C.3: five generators, each an expert on one prompt type; non-experts score lower.
+    "expert": {
+        "categories": CATEGORIES,
+        "means": (np.full((5, 5), 0.45) + np.diag(np.full(5, 0.35)) + np.array([[0.03]] + [[0.0]] * 4)).tolist(),
+        "kind": "gaussian",
+    },
+    # Setup 1 analogue: two models whose ranking flips across prompt types.
+    "swap2": {
+        "categories": CATEGORIES,
+        "means": [[0.75, 0.55, 0.75, 0.55, 0.70], [0.55, 0.75, 0.55, 0.75, 0.55]],
+        "kind": "gaussian",
+    },
+    # Setup 2 analogue: pass rates of Gemini-2.5-Flash and Qwen-Plus on completion vs translation.
+    "llm-bernoulli": {
+        "categories": ("code", "math"),
+        "means": [[0.5591, 0.2439], [0.1384, 0.4091]],
+        "kind": "bernoulli",
+    },
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The replay machinery
+# ---------------------------------------------------------------------------------------------
+class PromptReplay(Environment):
+    """Base of the prompt environments: a table of prompts, embeddings and stored scores.
+
+    Subclasses implement ``_table(rng) -> (contexts (N, d), scores (N, G, S), extras)`` where
+    ``extras`` may hold ``quality`` and ``cost`` ``(N, G)``. Prompts are drawn uniformly with
+    replacement (``order="iid"``, the paper's i.i.d. prompt law) or replayed as a fresh random
+    permutation per run (``order="shuffle"``; the horizon is then at most N). The stored response
+    shown is drawn independently of the action, so every policy of a scenario sees the same draws.
+    """
+
+    _parameter_constraints = {"order": [Options(("iid", "shuffle"))]}
+
+    def _table(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict]:
+        raise NotImplementedError
+
+    def _init_state(self, n_runs: int) -> None:
+        contexts, scores, extras = self._table(self._rng)
+        self._contexts = contexts
+        self._scores = scores
+        self._extras = extras
+        self._means = scores.mean(axis=2)
+        self._best_single = int(self._means.mean(axis=0).argmax())
+        n = contexts.shape[0]
+        self._order = np.stack([self._rng.permutation(n) for _ in range(n_runs)]) if self.order == "shuffle" else None
+        self._idx = np.zeros(n_runs, dtype=np.int64)
+        self._resp = np.zeros(n_runs, dtype=np.int64)
+        self._drawn_for = -1
+
+    @property
+    def best_single_arm(self) -> int:
+        """The model with the highest mean score over the prompt table (the one-arm oracle's arm)."""
+        if not hasattr(self, "_means"):
+            self.reset()
+        return self._best_single
+
+    def _draw(self) -> None:
+        if self._drawn_for == self._t:
+            return
+        n_runs, n = self._n_runs, self._contexts.shape[0]
+        if self._order is not None:
+            self._idx = self._order[:, self._t % n]
+        else:
+            self._idx = self._rng.integers(n, size=n_runs)
+        self._resp = self._rng.integers(self._scores.shape[2], size=n_runs)
+        self._drawn_for = self._t
+
+    def _observe(self) -> np.ndarray:
+        self._draw()
+        return self._contexts[self._idx]
+
+    def mean_rewards(self) -> np.ndarray:
+        self._draw()
+        return self._means[self._idx]
+
+    def _step(self, actions: np.ndarray) -> Step:
+        self._draw()
+        idx, resp = self._idx, self._resp
+        means = self._means[idx]  # (R, G)
+        rows = np.arange(actions.shape[0])
+        best = means.max(axis=1)
+        reward = self._scores[idx, actions, resp]
+        info = {
+            "optimal": (means[rows, actions] >= best - 1e-12).astype(float),
+            "best_single_reward": self._scores[idx, self._best_single, resp],
+        }
+        for key, table in self._extras.items():
+            info[key] = table[idx, actions]
+        return Step(feedback=reward, reward=reward, regret=best - means[rows, actions], info=info)
+
+
+def _gaussian_contexts(labels: np.ndarray, dim: int, rng: np.random.Generator, spread: float = 0.6) -> np.ndarray:
+    """Unit vectors around one random centroid per category: a cheap, model-free stand-in for embeddings."""
+    centroids = rng.standard_normal((int(labels.max()) + 1, dim))
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    X = centroids[labels] + spread / np.sqrt(dim) * rng.standard_normal((labels.size, dim))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+@functools.lru_cache(maxsize=16)
+def _embed_cached(texts: tuple[str, ...], model: str, cache_dir: str | None) -> np.ndarray:
+    from ..embeddings import SentenceEmbedder
+
+    out = SentenceEmbedder(model, cache_dir=cache_dir).encode(list(texts)).astype(np.float64)
+    out.setflags(write=False)
+    return out
+
+
+def embed_texts(texts: list[str], model: str = "all-MiniLM-L6-v2", cache_dir: str | None = None) -> np.ndarray:
+    """Embeddings ``(n, 384)`` of ``texts``, memoised in this process and cached on disk."""
+    return _embed_cached(tuple(texts), model, cache_dir)
+
+
+@register_environment("setup4")
+class Setup4Synthetic(PromptReplay):
+    """Synthetic conditional-generation tasks (Hu et al. 2025, Setup 4 / App. C.3, built as in spec section 4.3).
+
+    Template prompts of several types; model ``g`` scores ``M[g, c(y)] + 0.02 tanh(3 w_g.y)`` on a
+    prompt of type ``c(y)`` (``w_g`` a random unit vector: smooth within-type variation), and each
+    (model, prompt) pair stores ``n_responses`` noisy scores: ``N(0, noise^2)`` clipped to [0, 1]
+    for CLIPScore-like scores or Bernoulli for pass/fail. ``setup``:
+
+    - ``"expert"``: five models, each an expert (0.80) on one of five prompt types, 0.45 elsewhere
+      (+0.03 for model 0, the unique best single model);
+    - ``"swap2"``: two models whose ranking flips across prompt types (Setup 1 analogue);
+    - ``"llm-bernoulli"``: pass rates of two LLMs on code vs math prompts (Setup 2 analogue).
+
+    ``contexts="minilm"`` embeds the prompts with all-MiniLM-L6-v2 (cached on disk);
+    ``"gaussian"`` uses unit vectors around per-type centroids in ``dim`` dimensions (no model).
+
+    >>> from genbandit.envs.prompts import Setup4Synthetic
+    >>> env = Setup4Synthetic(setup="swap2", contexts="gaussian", dim=8, seed=0).reset(n_runs=2)
+    >>> env.observe().shape, env.n_arms, env.best_single_arm
+    ((2, 8), 2, 0)
+    """
+
+    name = "setup4-synthetic"
+    _parameter_constraints = {
+        "setup": [Options(tuple(SETUP4))],
+        "contexts": [Options(("minilm", "gaussian"))],
+        "dim": [Interval(Integral, 1, None, "left")],
+        "n_prompts_per_category": [Interval(Integral, 1, 180, "both")],
+        "n_responses": [Interval(Integral, 1, None, "left")],
+        "noise": [Interval(Real, 0, None, "left")],
+        "smooth": [Interval(Real, 0, None, "left")],
+    }
+
+    def __init__(self, setup: str = "expert", contexts: str = "minilm", dim: int = 384, n_prompts_per_category: int = 180,
+                 n_responses: int = 5, noise: float = 0.1, smooth: float = 0.02, order: str = "iid", cache_dir: str | None = None,
+                 seed=None) -> None:
+        self.setup = setup
+        self.contexts = contexts
+        self.dim = dim
+        self.n_prompts_per_category = n_prompts_per_category
+        self.n_responses = n_responses
+        self.noise = noise
+        self.smooth = smooth
+        self.order = order
+        self.cache_dir = cache_dir
+        self.seed = seed
+
+    @property
+    def n_arms(self) -> int:
+        return len(SETUP4[self.setup]["means"])
+
+    @property
+    def context_dim(self) -> int:
+        return 384 if self.contexts == "minilm" else self.dim
+
+    def _table(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict]:
+        spec = SETUP4[self.setup]
+        texts, labels = template_prompts(spec["categories"], self.n_prompts_per_category)
+        if self.contexts == "minilm":
+            X = embed_texts(texts, cache_dir=self.cache_dir)
+        else:
+            X = _gaussian_contexts(labels, self.dim, rng)
+        M = np.asarray(spec["means"], dtype=float)
+        w = rng.standard_normal((M.shape[0], X.shape[1]))
+        w /= np.linalg.norm(w, axis=1, keepdims=True)
+        mean = M[:, labels].T + self.smooth * np.tanh(3.0 * X @ w.T)  # (N, G)
+        shape = mean.shape + (self.n_responses,)
+        if spec["kind"] == "bernoulli":
+            scores = (rng.random(shape) < np.clip(mean, 0, 1)[..., None]).astype(float)
+        else:
+            scores = np.clip(mean[..., None] + self.noise * rng.standard_normal(shape), 0.0, 1.0)
+        return X, scores, {}
+
+    @classmethod
+    def _check_examples(cls) -> list[Environment]:
+        return [cls(setup=s, contexts="gaussian", dim=5, n_prompts_per_category=6, seed=0) for s in ("expert", "llm-bernoulli")]
+
+
+class _LoggedTable(PromptReplay):
+    """A replay of logged per-model outcomes: utility = reward - price x cost, one stored response."""
+
+    _parameter_constraints = {
+        "price": [Interval(Real, 0, None, "left")],
+        "limit": [None, Interval(Integral, 1, None, "left")],
+    }
+
+    def _load(self) -> tuple[list[str], np.ndarray, np.ndarray | None, list[str]]:
+        """(prompts, rewards (N, G), costs (N, G) or None, model names)."""
+        raise NotImplementedError
+
+    @functools.cached_property
+    def _data(self) -> tuple[list[str], np.ndarray, np.ndarray | None, list[str]]:
+        texts, rewards, costs, models = self._load()
+        if self.limit is not None:
+            texts, rewards = texts[: self.limit], rewards[: self.limit]
+            costs = None if costs is None else costs[: self.limit]
+        return texts, rewards, costs, models
+
+    @property
+    def n_arms(self) -> int:
+        return self._data[1].shape[1]
+
+    @property
+    def models(self) -> list[str]:
+        return list(self._data[3])
+
+    @property
+    def context_dim(self) -> int:
+        return 384
+
+    @property
+    def max_horizon(self) -> int | None:
+        return len(self._data[0]) if self.order == "shuffle" else None
+
+    def utilities(self) -> np.ndarray:
+        """reward - price x cost for every prompt and model, ``(N, G)``."""
+        _, rewards, costs, _ = self._data
+        return rewards if costs is None or self.price == 0 else rewards - self.price * costs
+
+    def embeddings(self) -> np.ndarray:
+        return embed_texts(self._data[0], self.embedding_model, self.cache_dir)
+
+    def _table(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict]:
+        _, rewards, costs, _ = self._data
+        extras = {"quality": rewards}
+        if costs is not None:
+            extras["cost"] = costs
+        return self.embeddings(), self.utilities()[..., None], extras
+
+
+# ---------------------------------------------------------------------------------------------
+# ParetoBandit's shipped stream
+# ---------------------------------------------------------------------------------------------
+def load_paretobandit(split: str = "all") -> tuple[list[str], np.ndarray, np.ndarray, list[str], list[str]]:
+    """The prompts the ``paretobandit`` package ships with three LLMs' logged reward and dollar cost.
+
+    Returns (prompts, rewards (N, 3), costs (N, 3), model ids, sources). ``split`` is ``"val"``,
+    ``"test"`` (the holdout file) or ``"all"`` (both, val first).
+    """
+    try:
+        import pareto_bandit
+    except ImportError as exc:
+        raise InvalidParameterError("The paretobandit replay needs the 'paretobandit' package: pip install 'genbandit[kernel]'.") from exc
+    root = Path(pareto_bandit.__file__).parent / "data" / "examples"
+    files = {"val": ["val.jsonl"], "test": ["test_holdout.jsonl"], "all": ["val.jsonl", "test_holdout.jsonl"]}[split]
+    rows = [json.loads(line) for name in files for line in (root / name).read_text(encoding="utf-8").split("\n") if line.strip()]
+    models = list(rows[0]["arms"])
+    rewards = np.array([[row["arms"][m]["reward"] for m in models] for row in rows], dtype=float)
+    costs = np.array([[row["arms"][m]["cost"] for m in models] for row in rows], dtype=float)
+    return [row["prompt"] for row in rows], rewards, costs, models, [row.get("source", "") for row in rows]
+
+
+@register_environment("paretobandit")
+class ParetoBanditReplay(_LoggedTable):
+    """Real prompts and real LLM outcomes: the stream the ``paretobandit`` package ships, replayed.
+
+    About 3,600 prompts (MBPP, MMLU and more), each with the logged reward in [0, 1] and dollar cost
+    of three LLMs (Llama-3.1-8B, Mistral-Large, Gemini-2.5-Pro). Prompts are embedded with
+    all-MiniLM-L6-v2 (cached on disk after the first run). A round reveals only the chosen model's
+    utility ``reward - price x cost``. ``order="shuffle"`` (default) replays each prompt once per
+    run in a random order, so the horizon is at most the number of prompts.
+
+    >>> from genbandit.envs.prompts import ParetoBanditReplay
+    >>> env = ParetoBanditReplay(price=5.0)
+    >>> env.n_arms, env.max_horizon > 3000, env.models[0]
+    (3, True, 'meta-llama/llama-3.1-8b-instruct')
+    """
+
+    name = "paretobandit-replay"
+    _parameter_constraints = {"split": [Options(("all", "val", "test"))]}
+
+    def __init__(self, price: float = 0.0, split: str = "all", order: str = "shuffle", limit: int | None = None,
+                 embedding_model: str = "all-MiniLM-L6-v2", cache_dir: str | None = None, seed=None) -> None:
+        self.price = price
+        self.split = split
+        self.order = order
+        self.limit = limit
+        self.embedding_model = embedding_model
+        self.cache_dir = cache_dir
+        self.seed = seed
+
+    def _load(self):
+        texts, rewards, costs, models, _ = load_paretobandit(self.split)
+        return texts, rewards, costs, models
+
+    @classmethod
+    def _check_examples(cls) -> list[Environment]:
+        return [cls(price=5.0, limit=40, seed=0)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bring your own table
+# ---------------------------------------------------------------------------------------------
+@register_environment("prompt-table")
+class PromptTable(_LoggedTable):
+    """Your own prompts and per-model scores (CSV or Parquet) as a replay, embedded like the real stream.
+
+    One row per prompt: a text column and one score column per model (and, optionally, one cost
+    column per model, in the same order). ``score_columns=None`` takes every numeric column that is
+    not a cost column. Utility is ``score - price x cost``.
+
+    >>> import tempfile, pandas as pd
+    >>> from genbandit.envs.prompts import PromptTable
+    >>> path = tempfile.mkdtemp() + "/scores.csv"
+    >>> pd.DataFrame({"prompt": ["sort a list in Python", "capital of Peru?"], "small": [0.9, 0.2], "large": [0.8, 0.9]}).to_csv(path, index=False)
+    >>> env = PromptTable(path=path, cache_dir=tempfile.mkdtemp())
+    >>> env.models, env.utilities().tolist()
+    (['small', 'large'], [[0.9, 0.8], [0.2, 0.9]])
+    """
+
+    name = "prompt-table"
+    _parameter_constraints = {"path": [str, Path], "prompt_column": [str], "score_columns": [None, list], "cost_columns": [None, list]}
+
+    def __init__(self, path: str, prompt_column: str = "prompt", score_columns: list[str] | None = None, cost_columns: list[str] | None = None,
+                 price: float = 0.0, order: str = "shuffle", limit: int | None = None, embedding_model: str = "all-MiniLM-L6-v2",
+                 cache_dir: str | None = None, seed=None) -> None:
+        self.path = path
+        self.prompt_column = prompt_column
+        self.score_columns = score_columns
+        self.cost_columns = cost_columns
+        self.price = price
+        self.order = order
+        self.limit = limit
+        self.embedding_model = embedding_model
+        self.cache_dir = cache_dir
+        self.seed = seed
+
+    def _load(self):
+        import pandas as pd
+
+        path = Path(self.path)
+        frame = pd.read_parquet(path) if path.suffix in (".parquet", ".pq") else pd.read_csv(path)
+        if self.prompt_column not in frame:
+            raise InvalidParameterError(f"{path} has no prompt column {self.prompt_column!r}; columns: {list(frame.columns)}.")
+        costs_cols = list(self.cost_columns or [])
+        scores_cols = list(self.score_columns) if self.score_columns else [
+            c for c in frame.columns if c != self.prompt_column and c not in costs_cols and pd.api.types.is_numeric_dtype(frame[c])
+        ]
+        missing = [c for c in scores_cols + costs_cols if c not in frame]
+        if missing or len(scores_cols) < 2 or (costs_cols and len(costs_cols) != len(scores_cols)):
+            raise InvalidParameterError(
+                f"PromptTable needs at least two score columns present in {path} and, if given, one cost column per score column. "
+                f"Got scores {scores_cols}, costs {costs_cols} (missing: {missing}) instead."
+            )
+        rewards = frame[scores_cols].to_numpy(dtype=float)
+        costs = frame[costs_cols].to_numpy(dtype=float) if costs_cols else None
+        if not np.all(np.isfinite(rewards)) or (costs is not None and not np.all(np.isfinite(costs))):
+            raise InvalidParameterError(f"{path}: scores and costs must be finite numbers.")
+        return frame[self.prompt_column].astype(str).tolist(), rewards, costs, scores_cols
+
+    @classmethod
+    def _check_examples(cls) -> list[Environment]:
+        import tempfile
+
+        import pandas as pd
+
+        texts, labels = template_prompts(("code", "math"), per_category=6)
+        frame = pd.DataFrame({"prompt": texts, "coder": np.where(labels == 0, 0.9, 0.3), "solver": np.where(labels == 0, 0.4, 0.8),
+                              "coder_cost": 0.001, "solver_cost": 0.01})
+        path = Path(tempfile.mkdtemp(prefix="genbandit-")) / "scores.parquet"
+        frame.to_parquet(path, index=False)
+        return [cls(path=str(path), cost_columns=["coder_cost", "solver_cost"], price=2.0, order="iid", seed=0)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+# ---------------------------------------------------------------------------------------------
+@register_metric("otb", "outscore-the-best: mean reward minus the best single model's on the same prompts (Hu et al. 2025)")
+def _otb(result, env, policy):
+    return (result.reward[:, -1] - _total(result, "best_single_reward", "otb")) / result.horizon
+
+
+@register_metric("opr", "optimal-pick ratio: share of rounds on the prompt's best model (Hu et al. 2025)")
+def _opr(result, env, policy):
+    return _total(result, "optimal", "opr") / result.horizon
+
+
+@register_metric("mean_quality", "average logged reward of the chosen models (before the cost price)")
+def _mean_quality(result, env, policy):
+    return _total(result, "quality", "mean_quality") / result.horizon
+
+
+@register_metric("mean_cost", "average dollar cost per decision")
+def _mean_cost(result, env, policy):
+    return _total(result, "cost", "mean_cost") / result.horizon
