@@ -126,8 +126,11 @@ def runtime_unit(unit: Unit, progress: bool = False) -> UnitResult:
     spent = np.zeros(n_blocks)
     optimal = 0.0
     reward = 0.0
+    regret = 0.0
     best_single = 0.0
     block = 0
+    cum_reward = np.zeros((1, n_blocks))
+    cum_regret = np.zeros((1, n_blocks))
     with threadpool_limits(1):
         for t in range(T):
             while t >= edges[block + 1]:
@@ -142,7 +145,10 @@ def runtime_unit(unit: Unit, progress: bool = False) -> UnitResult:
             spent[block] += (mid - start) + (time.perf_counter() - again)
             optimal += float(step.info["optimal"][0])
             reward += float(step.reward[0])
+            regret += float(step.regret[0])
             best_single += float(step.info["best_single_reward"][0])
+            if t + 1 == edges[block + 1]:
+                cum_reward[0, block], cum_regret[0, block] = reward, regret
     metrics = {
         "opr": [optimal / T],
         "otb": [(reward - best_single) / T],
@@ -152,6 +158,7 @@ def runtime_unit(unit: Unit, progress: bool = False) -> UnitResult:
     }
     extras = {"block_rounds": edges[1:].tolist(), "ms_per_round": (1e3 * spent / np.diff(edges)).tolist()}
     return UnitResult(unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=T, n_runs=1,
+                      rounds=edges[1:].astype(np.int64), regret=cum_regret, reward=cum_reward,
                       metrics={k: np.atleast_1d(np.asarray(v, dtype=float)).tolist() for k, v in metrics.items()},
                       extras=extras, wall_time=float(spent.sum()))
 
