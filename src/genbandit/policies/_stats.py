@@ -5,7 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["kl_bernoulli", "kl_ucb_index", "choose_by_index", "accumulate", "sample_rows"]
+__all__ = ["kl_bernoulli", "kl_ucb_index", "argmax_random_ties", "choose_by_index", "accumulate", "sample_rows"]
 
 _EPS = 1e-15
 
@@ -77,3 +77,9 @@ def accumulate(counts: np.ndarray, sums: np.ndarray, actions: np.ndarray, reward
     for r in range(actions.shape[0]):
         counts[r, actions[r]] += 1
         sums[r, actions[r]] += rewards[r]
+
+
+def argmax_random_ties(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Row-wise argmax of ``values`` ``(n_runs, n_arms)``, exact ties broken uniformly at random."""
+    is_best = values == values.max(axis=1, keepdims=True)
+    return np.where(is_best, rng.random(values.shape) + 1.0, 0.0).argmax(axis=1)

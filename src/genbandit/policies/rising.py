@@ -25,7 +25,7 @@ import numpy as np
 from ..core.base import Policy
 from ..core.registry import register_policy
 from ..core.validation import Interval, InvalidParameterError
-from ._stats import kl_ucb_index, sample_rows
+from ._stats import argmax_random_ties, kl_ucb_index, sample_rows
 from .classic import KLUCB
 
 __all__ = ["TIUCB", "ClippedKLUCB", "Rexp3", "Ser4", "SWUCB", "SWTS", "SWKLUCB", "RedUCB", "trend_prediction"]
@@ -49,12 +49,6 @@ def trend_prediction(sum_y, sum_sy, lo, hi, x0):
     with np.errstate(invalid="ignore", divide="ignore"):
         slope = np.where(m >= 2.0, (sum_sy - centre * sum_y) / np.where(m >= 2.0, sxx, 1.0), 0.0)
         return sum_y / np.maximum(m, 1.0) + slope * (x0 - centre)
-
-
-def argmax_random_ties(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Row-wise argmax of ``values`` ``(n_runs, n_arms)``, exact ties broken uniformly at random."""
-    is_best = values == values.max(axis=1, keepdims=True)
-    return np.where(is_best, rng.random(values.shape) + 1.0, 0.0).argmax(axis=1)
 
 
 def _needs(value, horizon, what: str, owner: str):
