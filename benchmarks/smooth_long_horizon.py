@@ -29,8 +29,8 @@ def make(name: str, T: int, env: SinusoidArms):
         "BE-S": lambda: BES(n_arms=2, horizon=T, L=l2, one_armed=True, static_mean=env.static_means()),
         "BE-NS": lambda: BENS(n_arms=2, horizon=T, L=l1, one_armed=True, static_mean=env.static_means()),
         "Rexp3": lambda: SmoothRexp3(n_arms=2, horizon=T, reward_min=-1.0),
-        "SW-UCB": lambda: SmoothSWUCB(n_arms=2, horizon=T, L=l1, reward_scale=2.0),
-        "D-UCB": lambda: SmoothDUCB(n_arms=2, horizon=T, L=l1, reward_scale=2.0),
+        "SW-UCB": lambda: SmoothSWUCB(n_arms=2, horizon=T, L=l1, scale=2.0),
+        "D-UCB": lambda: SmoothDUCB(n_arms=2, horizon=T, L=l1, scale=2.0),
     }[name]()
 
 

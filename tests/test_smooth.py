@@ -10,7 +10,8 @@ import pytest
 from genbandit.core.validation import InvalidParameterError
 from genbandit.envs.smooth import ClickCurveArms, CTRStandIn, OBDClickCurves, SinusoidArms, holder_constants, obd_click_log, smooth_click_rates
 from genbandit.policies._smooth_numba import simulate_smooth
-from genbandit.policies.smooth import BENS, BES, BudgetedExploration, SmoothDUCB, SmoothRexp3, SmoothSWUCB, be_ns_tuning, be_s_tuning, rexp3_tuning, window_for
+from genbandit.policies.smooth import BENS, BES, BudgetedExploration, SmoothDUCB, SmoothRexp3, SmoothSWUCB, be_ns_tuning, be_s_tuning, window_for
+from genbandit.policies.rising import rexp3_tuning
 
 
 # ------------------------------------------------------------------------------------------ tunings
@@ -59,11 +60,11 @@ def test_tunings_follow_the_formulas_in_L_and_k():
     [(86400, 2, 25488, 0.00563, 16057, 0.00709), (10**6, 2, 130415, 0.00249, 82156, 0.00313), (10**7, 20, 9860169, 0.00188, 1338231, 0.00510)],
 )
 def test_rexp3_tuning_matches_the_spec_table(T, k, batch, gamma, batch_b, gamma_b):
-    got_batch, got_gamma = rexp3_tuning(T, k)
+    got_batch, got_gamma = rexp3_tuning(T, k, 0.05, form="printed")
     assert got_batch == pytest.approx(batch, abs=1) and got_gamma == pytest.approx(gamma, abs=1e-5)
-    got_batch, got_gamma = rexp3_tuning(T, k, form="besbes")
+    got_batch, got_gamma = rexp3_tuning(T, k, 0.05)
     assert got_batch == pytest.approx(batch_b, abs=1) and got_gamma == pytest.approx(gamma_b, abs=1e-5)
-    assert rexp3_tuning(T, k)[0] <= T  # a batch longer than T means plain EXP3
+    assert rexp3_tuning(T, k, 0.05, form="printed")[0] <= T  # a batch longer than T means plain EXP3
 
 
 def test_window_balances_drift_and_noise():
@@ -160,10 +161,10 @@ def _cases():
         ("BE-S one-armed", sin, lambda e: BES(n_arms=2, horizon=T, L=98.7, one_armed=True, static_mean=e.static_means())),
         ("BE-NS k-armed", sin, lambda e: BENS(n_arms=2, horizon=T, L=6.3, budget_const=0.2)),
         ("BE-S k-armed, 4 arms", grid, lambda e: BES(n_arms=4, horizon=T, L=5.0, budget_const=0.1)),
-        ("Rexp3", sin, lambda e: SmoothRexp3(n_arms=2, horizon=T, V=50.0, reward_min=-1.0)),
-        ("Rexp3, 4 arms", grid, lambda e: SmoothRexp3(n_arms=4, horizon=T, V=50.0, batch_form="besbes")),
+        ("Rexp3", sin, lambda e: SmoothRexp3(n_arms=2, horizon=T, variation_budget=50.0, reward_min=-1.0)),
+        ("Rexp3, 4 arms", grid, lambda e: SmoothRexp3(n_arms=4, horizon=T, variation_budget=50.0, batch_form="besbes")),
         ("SW-UCB", grid, lambda e: SmoothSWUCB(n_arms=4, horizon=T, window=100)),
-        ("D-UCB", sin, lambda e: SmoothDUCB(n_arms=2, horizon=T, discount=0.99, reward_scale=2.0)),
+        ("D-UCB", sin, lambda e: SmoothDUCB(n_arms=2, horizon=T, discount=0.99, scale=2.0)),
     ]
 
 

@@ -9,7 +9,7 @@ Scenario ``params`` are the environment's, plus two keys the runner takes for it
 so the longest horizons run fewer instances) and ``min_runs``. Policy params may say ``L = "L1"`` or
 ``L = "L2"``: the environment's Hölder constants (sup |mu'|, sup |mu''|). For the one-armed BE
 (``one_armed = true``) the runner passes the environment's static-arm means; Rexp3's reward range and
-the UCBs' ``reward_scale`` follow the environment's noise unless given.
+the UCBs' ``scale`` follow the environment's noise unless given.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def _policy_params(unit: Unit, env) -> dict:
     if "reward_min" in accepted:
         params.setdefault("reward_min", -1.0 if rademacher else 0.0)
         params.setdefault("reward_max", 1.0)
-    if "reward_scale" in accepted:
-        params.setdefault("reward_scale", 2.0 if rademacher else 1.0)
+    if "scale" in accepted:  # the UCB bonus scales with the reward range
+        params.setdefault("scale", 2.0 if rademacher else 1.0)
     return params
 
 

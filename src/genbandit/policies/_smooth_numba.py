@@ -119,6 +119,10 @@ def _run_block(t0, t1, T, env_kind, noise, params, grid, k, u_env, u_pol, pk, pf
             elif pk == REXP3:
                 u = u_pol[r, j]
                 mx, s = _rexp3_norm(fs, r, k)
+                total = 0.0
+                for a in range(k):
+                    total += _rexp3_p(fs, r, k, pf[0], a, mx, s)
+                u *= total  # as sample_rows: u scaled by the last CDF value, not assumed 1
                 acc = 0.0
                 cnt = 0
                 for a in range(k):
@@ -193,7 +197,7 @@ def _run_block(t0, t1, T, env_kind, noise, params, grid, k, u_env, u_pol, pk, pf
             elif pk == REXP3:
                 mx, s = _rexp3_norm(fs, r, k)
                 p = _rexp3_p(fs, r, k, pf[0], arm, mx, s)
-                x = (y - pf[2]) / (pf[3] - pf[2])
+                x = min(max((y - pf[2]) / (pf[3] - pf[2]), 0.0), 1.0)
                 fs[r, arm] += pf[0] * x / (k * p)
                 if t % int(pf[1]) == 0:
                     for a in range(k):
@@ -250,11 +254,11 @@ def _policy_spec(policy: Policy, n_runs: int, k: int):
         pf = np.array([policy._gamma, float(policy._batch), float(policy.reward_min), float(policy.reward_max)])
         return REXP3, pf, c, np.zeros((n_runs, k)), ist, dummy_arm, dummy_rew
     if isinstance(policy, SmoothSWUCB):
-        tau = policy._tau
-        pf = np.array([float(tau), float(policy.xi), float(policy.reward_scale)])
+        tau = policy.window_
+        pf = np.array([float(tau), float(policy.xi), float(policy.scale)])
         return SW_UCB, pf, c, np.zeros((n_runs, 2 * k)), ist, np.full((n_runs, tau), -1, dtype=np.int64), np.zeros((n_runs, tau))
     if isinstance(policy, SmoothDUCB):
-        pf = np.array([policy._g, float(policy.xi), float(policy.reward_scale)])
+        pf = np.array([policy._g, float(policy.xi), float(policy.scale)])
         return D_UCB, pf, c, np.zeros((n_runs, 2 * k)), ist, dummy_arm, dummy_rew
     raise InvalidParameterError(f"simulate_smooth has no compiled loop for {type(policy).__name__}.")
 

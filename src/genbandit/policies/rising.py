@@ -24,11 +24,11 @@ import numpy as np
 
 from ..core.base import Policy
 from ..core.registry import register_policy
-from ..core.validation import Interval, InvalidParameterError
+from ..core.validation import Interval, InvalidParameterError, Options
 from ._stats import argmax_random_ties, kl_ucb_index, sample_rows
 from .classic import KLUCB
 
-__all__ = ["TIUCB", "ClippedKLUCB", "Rexp3", "Ser4", "SWUCB", "SWTS", "SWKLUCB", "RedUCB", "trend_prediction"]
+__all__ = ["TIUCB", "ClippedKLUCB", "Rexp3", "rexp3_tuning", "Ser4", "SWUCB", "SWTS", "SWKLUCB", "RedUCB", "trend_prediction"]
 
 
 def trend_prediction(sum_y, sum_sy, lo, hi, x0):
@@ -233,20 +233,40 @@ class ClippedKLUCB(KLUCB):
         return _rested_example(cls)
 
 
+def rexp3_tuning(horizon: int, n_arms: int, variation_budget: float, form: str = "besbes") -> tuple[int, float]:
+    """(batch length, gamma) of Rexp3 (Besbes, Gur & Zeevi 2014, Theorem 2).
+
+    besbes: ``Delta_T = ceil((k ln k)^(1/3) (T/V_T)^(2/3))``; printed: ``ceil(k ln^(1/3) k (T/V_T)^(2/3))``,
+    as Jia et al. (2023) §7.2 print it (smooth spec, trap T8). ``gamma = min(1, sqrt(k ln k / ((e - 1) Delta_T)))``.
+    The batch is capped at T: a longer one is plain EXP3 tuned for T.
+
+    >>> batch, gamma = rexp3_tuning(10**6, 2, 0.05, form="printed")
+    >>> batch, round(gamma, 5)
+    (130415, 0.00249)
+    """
+    k = float(n_arms)
+    lk = math.log(k) if k > 1 else 0.0
+    scale = (horizon / variation_budget) ** (2 / 3)
+    raw = k * lk ** (1 / 3) * scale if form == "printed" else (k * lk) ** (1 / 3) * scale
+    batch = int(min(max(math.ceil(raw), 1), horizon))
+    gamma = min(1.0, math.sqrt(k * lk / ((math.e - 1.0) * batch))) if k > 1 else 1.0
+    return batch, gamma
+
+
 @register_policy("rexp3")
 class Rexp3(Policy):
     """Rexp3 (Besbes, Gur & Zeevi, NeurIPS 2014, Algorithm 1): EXP3 restarted every batch of Delta_T rounds.
 
-    Batches of ``Delta_T = ceil((K ln K)^(1/3) (T / V_T)^(2/3))`` rounds; at each batch start the
-    weights return to 1. Within a batch, ``p_i = (1 - γ) w_i / Σ_k w_k + γ / K``, the played arm's
-    weight is multiplied by ``exp(γ X / (p_i K))``, with ``γ = min{1, sqrt(K ln K / ((e - 1) Delta_T))}``
-    and rewards clipped to [0, 1]. ``variation_budget`` ``V_T`` defaults to ``K`` (TI-UCB paper,
-    App. C). The normaliser sums over *all* arms (the public code the paper likely used omits the
-    played arm: spec T12).
+    Batch and ``gamma`` from :func:`rexp3_tuning` unless given; at each batch start the weights
+    return to 1. Within a batch, ``p_i = (1 - γ) w_i / Σ_k w_k + γ / K`` and the played arm's weight
+    is multiplied by ``exp(γ x / (p_i K))``, ``x = (X - reward_min) / (reward_max - reward_min)``
+    clipped to [0, 1]. ``variation_budget`` ``V_T`` defaults to ``K`` (TI-UCB paper, App. C). The
+    normaliser sums over *all* arms (the public code the TI-UCB paper likely used omits the played
+    arm: spec T12). The smooth family's setting is :class:`~genbandit.policies.smooth.SmoothRexp3`.
 
     >>> from genbandit.policies.rising import Rexp3
     >>> policy = Rexp3(n_arms=2, horizon=1000, seed=0)
-    >>> policy.batch_length, round(policy.exploration, 6)
+    >>> policy.batch_, round(policy.gamma_, 6)
     (71, 0.106599)
     >>> _ = policy.update(0, 1.0)  # w_0 = exp(γ * 1 / (0.5 * 2))
     >>> round(float(policy.probabilities()[0]), 6)
@@ -260,44 +280,52 @@ class Rexp3(Policy):
         "variation_budget": [None, Interval(Real, 0, None, "neither")],
         "batch": [None, Interval(Integral, 1, None, "left")],
         "gamma": [None, Interval(Real, 0, 1, "both")],
+        "batch_form": [Options(("besbes", "printed"))],
+        "reward_min": [Interval(Real, None, None)],
+        "reward_max": [Interval(Real, None, None)],
     }
 
-    def __init__(self, n_arms: int, horizon: int | None = None, variation_budget: float | None = None,
-                 batch: int | None = None, gamma: float | None = None, seed=None) -> None:
+    def __init__(self, n_arms: int, horizon: int | None = None, variation_budget: float | None = None, batch: int | None = None,
+                 gamma: float | None = None, batch_form: str = "besbes", reward_min: float = 0.0, reward_max: float = 1.0,
+                 seed=None) -> None:
         self.n_arms = n_arms
         self.horizon = horizon
         self.variation_budget = variation_budget
         self.batch = batch
         self.gamma = gamma
+        self.batch_form = batch_form
+        self.reward_min = reward_min
+        self.reward_max = reward_max
         self.seed = seed
 
     def _check_params(self) -> None:
         _needs(self.batch, self.horizon, "batch", type(self).__name__)
+        if not self.reward_max > self.reward_min:
+            raise InvalidParameterError(f"reward_max must exceed reward_min. Got {self.reward_min!r}, {self.reward_max!r}.")
 
     @property
-    def batch_length(self) -> int:
-        """``Delta_T``."""
+    def batch_(self) -> int:
+        """``Delta_T``: the rounds between restarts."""
         if self.batch is not None:
             return int(self.batch)
-        k = self.n_arms
-        budget = self.variation_budget if self.variation_budget is not None else float(k)
-        return max(1, math.ceil((k * math.log(k)) ** (1 / 3) * (self.horizon / budget) ** (2 / 3)))
+        budget = self.variation_budget if self.variation_budget is not None else float(self.n_arms)
+        return rexp3_tuning(self.horizon, self.n_arms, budget, self.batch_form)[0]
 
     @property
-    def exploration(self) -> float:
-        """``gamma``."""
+    def gamma_(self) -> float:
+        """``gamma``: the share of uniform exploration."""
         if self.gamma is not None:
             return float(self.gamma)
         k = self.n_arms
-        return min(1.0, math.sqrt(k * math.log(k) / ((math.e - 1.0) * self.batch_length)))
+        return min(1.0, math.sqrt(k * math.log(k) / ((math.e - 1.0) * self.batch_))) if k > 1 else 1.0
 
     def _init_state(self, n_runs: int) -> None:
+        self._batch, self._gamma = self.batch_, self.gamma_
         self._log_weights = np.zeros((n_runs, self.n_arms))
 
     def _probabilities(self, contexts):
         w = np.exp(self._log_weights - self._log_weights.max(axis=1, keepdims=True))
-        g = self.exploration
-        return (1.0 - g) * w / w.sum(axis=1, keepdims=True) + g / self.n_arms
+        return (1.0 - self._gamma) * w / w.sum(axis=1, keepdims=True) + self._gamma / self.n_arms
 
     def _select(self, contexts):
         return sample_rows(self._probabilities(contexts), self._rng)
@@ -305,8 +333,9 @@ class Rexp3(Policy):
     def _update(self, actions, feedback, contexts):
         rows = np.arange(actions.shape[0])
         p = self._probabilities(contexts)[rows, actions]
-        self._log_weights[rows, actions] += self.exploration * _clip01(feedback) / (p * self.n_arms)
-        if (self._t + 1) % self.batch_length == 0:
+        x = _clip01((feedback - self.reward_min) / (self.reward_max - self.reward_min))
+        self._log_weights[rows, actions] += self._gamma * x / (p * self.n_arms)
+        if (self._t + 1) % self._batch == 0:
             self._log_weights[:] = 0.0
 
     @classmethod

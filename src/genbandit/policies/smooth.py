@@ -26,11 +26,11 @@ import numpy as np
 from ..core.base import Policy
 from ..core.registry import register_policy
 from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
+from .rising import SWUCB, Rexp3
 
 __all__ = [
     "be_ns_tuning",
     "be_s_tuning",
-    "rexp3_tuning",
     "window_for",
     "BudgetedExploration",
     "BENS",
@@ -85,25 +85,6 @@ def be_s_tuning(horizon: int, L: float = 1.0, n_arms: int | None = None) -> tupl
     lk = math.log(k)
     delta = L ** (-2 / 5) * k ** (-3 / 5) * T ** (-1 / 5) * (lt * lk) ** (1 / 5)
     return delta, L ** (-1 / 5) * math.sqrt(delta * T * lt * lk / k)
-
-
-def rexp3_tuning(horizon: int, n_arms: int, V: float = 0.05, form: str = "printed") -> tuple[int, float]:
-    """(batch length, gamma) of Rexp3 as the paper's §7.2 prints it, or in Besbes et al.'s form.
-
-    printed: ``ceil(k log^(1/3) k (T/V)^(2/3))``; besbes: ``ceil((k log k)^(1/3) (T/V)^(2/3))``
-    (spec trap T8); ``gamma = min(1, sqrt(k log k / ((e - 1) batch)))``. The batch is capped at T.
-
-    >>> batch, gamma = rexp3_tuning(10**6, 2)
-    >>> batch, round(gamma, 5)
-    (130415, 0.00249)
-    """
-    k = float(n_arms)
-    scale = (horizon / V) ** (2 / 3)
-    lk = math.log(k) if k > 1 else 0.0
-    raw = k * lk ** (1 / 3) * scale if form == "printed" else (k * lk) ** (1 / 3) * scale
-    batch = int(min(max(math.ceil(raw), 1), horizon))
-    gamma = min(1.0, math.sqrt(k * lk / ((math.e - 1.0) * batch))) if k > 1 else 1.0
-    return batch, gamma
 
 
 def window_for(horizon: int, L: float = 1.0) -> int:
@@ -374,18 +355,13 @@ class BES(_TunedBE):
 
 
 # --------------------------------------------------------------------------------------- Rexp3
-def _reward_map(lo: float, hi: float):
-    return lambda y: (y - lo) / (hi - lo)
-
-
 @register_policy("smooth-rexp3")
-class SmoothRexp3(Policy):
-    """Rexp3: EXP3 restarted every batch (Besbes, Gur & Zeevi 2014), as set in Jia et al. (2023) §7.
+class SmoothRexp3(Rexp3):
+    """Rexp3 (Besbes, Gur & Zeevi 2014) as Jia et al. (2023) §7 set it: ``V_T = 0.05``, the batch as printed.
 
-    Batch ``ceil(k log^(1/3) k (T/V)^(2/3))`` as the paper prints it (``batch_form="besbes"`` for
-    Besbes et al.'s ``(k log k)^(1/3)``), ``gamma = min(1, sqrt(k log k / ((e-1) batch)))``, and
-    ``V = 0.05``. In a batch, ``p_a = (1 - gamma) w_a / sum w + gamma / k`` and the played arm's
-    log-weight grows by ``gamma x / (k p_a)``, ``x = (y - reward_min) / (reward_max - reward_min)``.
+    The algorithm is :class:`~genbandit.policies.rising.Rexp3`; only the defaults differ: the batch
+    ``ceil(k ln^(1/3) k (T/V)^(2/3))`` as the paper prints it (``batch_form="besbes"`` for Besbes et
+    al.'s ``(k ln k)^(1/3)``), capped at T, and ``variation_budget = 0.05``.
 
     >>> from genbandit.policies.smooth import SmoothRexp3
     >>> p = SmoothRexp3(n_arms=2, horizon=1000, seed=0)
@@ -394,60 +370,11 @@ class SmoothRexp3(Policy):
     """
 
     name = "Rexp3 (smooth)"
-    _parameter_constraints = {
-        "horizon": _HORIZON,
-        "V": [_POSITIVE],
-        "batch_form": [Options(("printed", "besbes"))],
-        "reward_min": [Interval(Real, None, None)],
-        "reward_max": [Interval(Real, None, None)],
-    }
 
-    def __init__(self, n_arms: int, horizon: int, V: float = 0.05, batch_form: str = "printed", reward_min: float = 0.0, reward_max: float = 1.0, seed=None) -> None:
-        self.n_arms = n_arms
-        self.horizon = horizon
-        self.V = V
-        self.batch_form = batch_form
-        self.reward_min = reward_min
-        self.reward_max = reward_max
-        self.seed = seed
-
-    def _check_params(self) -> None:
-        if not self.reward_max > self.reward_min:
-            raise InvalidParameterError(f"reward_max must exceed reward_min. Got {self.reward_min!r}, {self.reward_max!r}.")
-
-    @property
-    def reward_range(self):  # noqa: D401 - validated at update time
-        return (float(self.reward_min), float(self.reward_max))
-
-    @property
-    def batch_(self) -> int:
-        return rexp3_tuning(self.horizon, self.n_arms, self.V, self.batch_form)[0]
-
-    @property
-    def gamma_(self) -> float:
-        return rexp3_tuning(self.horizon, self.n_arms, self.V, self.batch_form)[1]
-
-    def _init_state(self, n_runs: int) -> None:
-        self._batch, self._gamma = rexp3_tuning(self.horizon, self.n_arms, self.V, self.batch_form)
-        self._logw = np.zeros((n_runs, self.n_arms))
-
-    def _probabilities(self, contexts) -> np.ndarray:
-        e = np.exp(self._logw - self._logw.max(axis=1, keepdims=True))
-        return (1.0 - self._gamma) * e / e.sum(axis=1, keepdims=True) + self._gamma / self.n_arms
-
-    def _select(self, contexts) -> np.ndarray:
-        probs = self._probabilities(contexts)
-        u = self._rng.random(self._n_runs)
-        cdf = np.cumsum(probs, axis=1)
-        return np.minimum((cdf <= u[:, None]).sum(axis=1), self.n_arms - 1)
-
-    def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts) -> None:
-        rows = np.arange(self._n_runs)
-        p = self._probabilities(contexts)[rows, actions]
-        x = (feedback - self.reward_min) / (self.reward_max - self.reward_min)
-        self._logw[rows, actions] += self._gamma * x / (self.n_arms * p)
-        if (self._t + 1) % self._batch == 0:
-            self._logw[:] = 0.0
+    def __init__(self, n_arms: int, horizon: int, variation_budget: float = 0.05, batch_form: str = "printed",
+                 reward_min: float = 0.0, reward_max: float = 1.0, seed=None) -> None:
+        super().__init__(n_arms, horizon, variation_budget=variation_budget, batch_form=batch_form, reward_min=reward_min,
+                         reward_max=reward_max, seed=seed)
 
     @classmethod
     def _check_examples(cls):
@@ -457,29 +384,20 @@ class SmoothRexp3(Policy):
 
 
 # --------------------------------------------------------------------------------------- UCB additions
-class _DriftUCB(Policy):
-    _parameter_constraints = {"horizon": _HORIZON, "L": [_POSITIVE], "xi": [_POSITIVE], "reward_scale": [_POSITIVE]}
+def _bernoulli_example(cls):
+    from ..envs.stochastic import BernoulliArms
 
-    def _choose(self, bonus) -> np.ndarray:
-        """Unseen arms first (lowest index), else the argmax of ``S / N + bonus(N)``."""
-        unseen = self._n == 0
-        n = np.where(unseen, 1.0, self._n)
-        index = self._s / n + bonus(n)
-        return np.where(unseen.any(axis=1), unseen.argmax(axis=1), index.argmax(axis=1))
-
-    @classmethod
-    def _check_examples(cls):
-        from ..envs.stochastic import BernoulliArms
-
-        return [(cls(n_arms=3, horizon=200, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
+    return [(cls(n_arms=3, horizon=200, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
 
 
 @register_policy("smooth-sw-ucb")
-class SmoothSWUCB(_DriftUCB):
-    """Sliding-window UCB (Garivier & Moulines 2011, Alg. SW-UCB): an ADDITION, the paper runs no UCB.
+class SmoothSWUCB(SWUCB):
+    """Sliding-window UCB (Garivier & Moulines 2011, sec. 4): an ADDITION, the paper runs no UCB.
 
-    Index ``S_a / N_a + reward_scale * sqrt(xi log(min(t, tau)) / N_a)`` over the last ``tau`` rounds;
-    arms unseen in the window first (lowest index). ``tau = window`` or :func:`window_for` (T, L).
+    The algorithm and its ring buffer are :class:`~genbandit.policies.rising.SWUCB`; this setting
+    takes ``tau = window`` or :func:`window_for` (T, L), reads ``t`` in ``log(min(t, tau))`` as the
+    current round, and breaks ties (unseen arms first) by the lowest index, so that it draws no
+    random numbers and the compiled twin in ``_smooth_numba`` follows it round for round.
 
     >>> from genbandit.policies.smooth import SmoothSWUCB
     >>> p = SmoothSWUCB(n_arms=2, horizon=100, window=3)
@@ -491,51 +409,40 @@ class SmoothSWUCB(_DriftUCB):
     """
 
     name = "SW-UCB (smooth)"
-    _parameter_constraints = {"window": [None, Interval(Integral, 1, None, "left")]}
+    _parameter_constraints = {"horizon": _HORIZON, "L": [_POSITIVE]}
 
-    def __init__(self, n_arms: int, horizon: int, window: int | None = None, L: float = 1.0, xi: float = 0.6, reward_scale: float = 1.0, seed=None) -> None:
-        self.n_arms = n_arms
-        self.horizon = horizon
-        self.window = window
+    def __init__(self, n_arms: int, horizon: int, window: int | None = None, L: float = 1.0, xi: float = 0.6,
+                 scale: float = 1.0, seed=None) -> None:
+        super().__init__(n_arms, horizon, window=window, xi=xi, scale=scale, seed=seed)
         self.L = L
-        self.xi = xi
-        self.reward_scale = reward_scale
-        self.seed = seed
+
+    def _default_window(self) -> int:
+        return window_for(self.horizon, self.L)
 
     @property
     def window_(self) -> int:
-        return int(self.window) if self.window is not None else window_for(self.horizon, self.L)
-
-    def _init_state(self, n_runs: int) -> None:
-        self._tau = self.window_
-        self._buf_arm = np.full((n_runs, self._tau), -1, dtype=np.int64)
-        self._buf_rew = np.zeros((n_runs, self._tau))
-        self._n = np.zeros((n_runs, self.n_arms))
-        self._s = np.zeros((n_runs, self.n_arms))
+        return self._window()
 
     def _select(self, contexts) -> np.ndarray:
-        log_t = math.log(min(self._t + 1, self._tau))
-        return self._choose(lambda n: self.reward_scale * np.sqrt(self.xi * log_t / n))
+        counts = self._w_counts
+        unseen = counts == 0
+        log_t = math.log(min(self._t + 1, self._window()))
+        n = np.where(unseen, 1, counts)
+        index = self._w_sums / n + self.scale * np.sqrt(self.xi * log_t / n)
+        return np.where(unseen.any(axis=1), unseen.argmax(axis=1), index.argmax(axis=1))
 
-    def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts) -> None:
-        rows = np.arange(self._n_runs)
-        slot = self._t % self._tau
-        old = self._buf_arm[:, slot]
-        leaving = old >= 0
-        self._n[rows[leaving], old[leaving]] -= 1.0
-        self._s[rows[leaving], old[leaving]] -= self._buf_rew[leaving, slot]
-        self._n[rows, actions] += 1.0
-        self._s[rows, actions] += feedback
-        self._buf_arm[:, slot] = actions
-        self._buf_rew[:, slot] = feedback
+    @classmethod
+    def _check_examples(cls):
+        return _bernoulli_example(cls)
 
 
 @register_policy("smooth-d-ucb")
-class SmoothDUCB(_DriftUCB):
+class SmoothDUCB(Policy):
     """Discounted UCB (Garivier & Moulines 2011, Alg. D-UCB): an ADDITION, the paper runs no UCB.
 
-    Counts and sums decay by ``g`` each round; index ``S_a / N_a + 2 reward_scale sqrt(xi log(n) / N_a)``
-    with ``n = sum_a N_a``. ``g = discount`` or ``1 - 1 / window_for(T, L)`` (same memory as SW-UCB).
+    Counts and sums decay by ``g`` each round; index ``S_a / N_a + 2 scale sqrt(xi log(n) / N_a)``
+    with ``n = sum_a N_a``; arms never played first (lowest index). ``g = discount`` or
+    ``1 - 1 / window_for(T, L)`` (the same memory as :class:`SmoothSWUCB`).
 
     >>> from genbandit.policies.smooth import SmoothDUCB
     >>> p = SmoothDUCB(n_arms=2, horizon=100, discount=0.5)
@@ -546,15 +453,21 @@ class SmoothDUCB(_DriftUCB):
     """
 
     name = "D-UCB (smooth)"
-    _parameter_constraints = {"discount": [None, Interval(Real, 0, 1, "neither")]}
+    _parameter_constraints = {
+        "horizon": _HORIZON,
+        "discount": [None, Interval(Real, 0, 1, "neither")],
+        "L": [_POSITIVE],
+        "xi": [_POSITIVE],
+        "scale": [_POSITIVE],
+    }
 
-    def __init__(self, n_arms: int, horizon: int, discount: float | None = None, L: float = 1.0, xi: float = 0.6, reward_scale: float = 1.0, seed=None) -> None:
+    def __init__(self, n_arms: int, horizon: int, discount: float | None = None, L: float = 1.0, xi: float = 0.6, scale: float = 1.0, seed=None) -> None:
         self.n_arms = n_arms
         self.horizon = horizon
         self.discount = discount
         self.L = L
         self.xi = xi
-        self.reward_scale = reward_scale
+        self.scale = scale
         self.seed = seed
 
     @property
@@ -567,8 +480,11 @@ class SmoothDUCB(_DriftUCB):
         self._s = np.zeros((n_runs, self.n_arms))
 
     def _select(self, contexts) -> np.ndarray:
+        unseen = self._n == 0
+        n = np.where(unseen, 1.0, self._n)
         total = np.maximum(self._n.sum(axis=1, keepdims=True), 1.0)
-        return self._choose(lambda n: 2.0 * self.reward_scale * np.sqrt(self.xi * np.log(total) / n))
+        index = self._s / n + 2.0 * self.scale * np.sqrt(self.xi * np.log(total) / n)
+        return np.where(unseen.any(axis=1), unseen.argmax(axis=1), index.argmax(axis=1))
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts) -> None:
         rows = np.arange(self._n_runs)
@@ -576,3 +492,7 @@ class SmoothDUCB(_DriftUCB):
         self._s *= self._g
         self._n[rows, actions] += 1.0
         self._s[rows, actions] += feedback
+
+    @classmethod
+    def _check_examples(cls):
+        return _bernoulli_example(cls)
