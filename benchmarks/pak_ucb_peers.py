@@ -168,7 +168,8 @@ def main(argv=None) -> int:
         "",
         f"Command: `PYTHONPATH=src python benchmarks/pak_ucb_peers.py --rounds {args.rounds} --seeds {args.seeds}` "
         f"({len(texts)} prompts, {G} LLMs; each seed replays a random order of the first {args.rounds} prompts of it; "
-        "mean ± spread over seeds; ms = select + update per decision, embedding excluded; BLAS one thread; shared, busy machine).",
+        "mean ± spread over seeds; ms = select + update per decision, embedding excluded; BLAS one thread; "
+        f"1-minute load average {os.getloadavg()[0]:.2f} at the start).",
         "",
     ]
     for price in [float(p) for p in args.prices.split(",")]:

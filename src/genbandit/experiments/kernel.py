@@ -269,8 +269,8 @@ def _runtime(ctx: ReportContext) -> dict:
         "Wall time of `select` + `update` alone (the environment's draws excluded), one run, BLAS pinned to one thread, "
         "measured per block of rounds. Exact PAK-UCB-RBF keeps (K + alpha I)^-1 per arm and grows it by a Schur-complement "
         "block update: O(n_g^2) per round, so its cost climbs with t. RFF-UCB-RBF keeps a (2D x 2D) inverse per arm "
-        "updated by Sherman-Morrison: O(G D^2) per round, flat in t. The machine was shared with other jobs, so absolute "
-        "times are inflated; both policies ran in the same process, one after the other.\n\n" + "\n".join(rows) + f"\n\n![run time]({path})"
+        "updated by Sherman-Morrison: O(G D^2) per round, flat in t. Absolute times depend on the machine and its load; "
+        "the ratio compares two policies that ran in the same process, one after the other.\n\n" + "\n".join(rows) + f"\n\n![run time]({path})"
     )
     exact = out.get("PAK-UCB-RBF")
     rff = out.get("RFF-UCB-RBF")
