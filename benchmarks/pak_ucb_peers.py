@@ -4,7 +4,8 @@ Same real stream (the prompts and logged LLM outcomes that the ``paretobandit`` 
 MiniLM embeddings, same random prompt order per seed; each round reveals only the chosen model's
 utility (reward - price x dollar cost). Prints a Markdown table of mean utility, OPR and
 milliseconds per decision (select + update, prompt embedding excluded on every side; ParetoBandit's
-own PCA projection of the embedding is done before the clock starts too).
+own PCA projection of the embedding is done before the clock starts too). ParetoBandit runs twice:
+in its default pipeline (its 26-d PCA features) and on the same 384-d embeddings as the others.
 
 Run by hand (not in CI):
 
@@ -54,19 +55,28 @@ class Genbandit(Peer):
 
 
 class ParetoBandit(Peer):
-    """ParetoBandit's BanditRouter, cold start, on its own 26-d features (shipped PCA of the same MiniLM embeddings)."""
+    """ParetoBandit's BanditRouter, cold start.
 
-    def __init__(self, name, X, models, cost_penalty, feedback, seed):
+    ``pca=True``: its default pipeline, 26-d features (its shipped PCA of the same MiniLM embeddings,
+    computed before the clock). ``pca=False``: the same 384-d embeddings every other router gets
+    (``FeatureService.for_precomputed``), the like-for-like comparison.
+    """
+
+    def __init__(self, name, X, models, cost_penalty, feedback, seed, pca=True):
         from pareto_bandit import BanditRouter, FeatureService
         from pareto_bandit.config import DEFAULT_PCA_PATH
 
         logging.getLogger("pareto_bandit").setLevel(logging.ERROR)
         X32 = X.astype(np.float32)
-        lookup = {i: X32[i] for i in range(len(X32))}
         self._next = 0
-        fs = FeatureService(custom_encoder=lambda text: lookup[int(text)], pca_path=DEFAULT_PCA_PATH, embedding_dim=X.shape[1])
-        # features precomputed here, outside the timed loop (the embedding is excluded on every side)
-        self.F = np.stack([fs.extract_features(str(i)) for i in range(len(X))])
+        if pca:
+            lookup = {i: X32[i] for i in range(len(X32))}
+            fs = FeatureService(custom_encoder=lambda text: lookup[int(text)], pca_path=DEFAULT_PCA_PATH, embedding_dim=X.shape[1])
+            # features precomputed here, outside the timed loop (the embedding is excluded on every side)
+            self.F = np.stack([fs.extract_features(str(i)) for i in range(len(X))])
+        else:
+            fs = FeatureService.for_precomputed(X.shape[1])
+            self.F = X32
         np.random.seed(seed)
         self.router = BanditRouter.create(feature_service=fs, priors="none", cost_penalty=cost_penalty)
         self.models, self.name, self.feedback = models, name, feedback
@@ -186,6 +196,7 @@ def main(argv=None) -> int:
                           RFFUCB(n_arms=G, n_features=384, sigma=0.5, feature_map="cos-phase", seed=seed), X),
                 Genbandit("genbandit LinUCB (shared)", LinUCB(n_arms=G, n_features=384, seed=seed), X),
                 ParetoBandit("ParetoBandit (cold start, cost_penalty 0, feedback = utility)", X, models, 0.0, "utility", seed),
+                ParetoBandit("ParetoBandit on the same 384-d embeddings (no PCA, cost_penalty 0)", X, models, 0.0, "utility", seed, pca=False),
             ]
             if price > 0:
                 peers.append(ParetoBandit("ParetoBandit (cold start, its own cost_penalty 0.3, feedback = utility)", X, models, 0.3, "utility", seed))

@@ -249,9 +249,9 @@ def _render(measured: dict, profiles: dict, args: argparse.Namespace, command: s
         f"- command: `{command.strip()}` (SMPyBandits in its own virtual environment, see the script's docstring)",
         f"- generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}; 1-minute load average {min(loads):.2f} to {max(loads):.2f} "
-        "during the measurements (a shared machine: absolute speeds are inflated by contention; the ratios compare measurements taken minutes apart at similar load)",
+        "during the measurements (absolute speeds fall as the load rises; the ratios compare measurements taken minutes apart)",
         f"- instance: Bernoulli arms with means {list(MEANS)}; horizon T = {args.horizon:,}; {args.runs} runs "
-        + (f"({args.mabwiser_runs} for MABWiser, the slowest peer, to fit the time available on a loaded machine)" if args.mabwiser_runs else "")
+        + (f"({args.mabwiser_runs} for MABWiser, the slowest peer)" if args.mabwiser_runs else "")
         + f"; seed {args.seed} (run r uses seed + r)",
         "- pulls/s = T x runs / seconds of the measured games (a warm-up game first, in the same process, so imports and "
         "JIT compilation are not counted), by wall clock and by the process's CPU time (every player is single-threaded; "
