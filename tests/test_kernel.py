@@ -123,6 +123,29 @@ def test_rff_updates_equal_batch_ridge_and_features_have_unit_norm():
         assert sd[0, g] == pytest.approx(alg5, abs=1e-8)
 
 
+def test_centred_rff_fits_residuals_around_each_arms_running_mean():
+    rng = np.random.default_rng(5)
+    d = 4
+    centred = RFFUCB(n_arms=2, n_features=d, n_components=20, sigma=0.7, center=True, seed=6)
+    plain = RFFUCB(n_arms=2, n_features=d, n_components=20, sigma=0.7, seed=6)
+    X, v, arms = _unit_rows(rng, 40, d), 0.9 + 0.05 * rng.normal(size=40), rng.integers(2, size=40)
+    for x, r, g in zip(X, v, arms):
+        centred.update(int(g), float(r), context=x)
+        plain.update(int(g), float(r), context=x)
+    F = rff_features(X, centred._omega[0], centred._phase[0], "cos-sin")
+    y = _unit_rows(rng, 1, d)
+    f = rff_features(y, centred._omega[0], centred._phase[0], "cos-sin")[0]
+    mu, sd = centred.ucb(y)
+    mu_plain, sd_plain = plain.ucb(y)
+    for g in range(2):
+        P, s = F[arms == g], v[arms == g]
+        m = s.mean()
+        direct = m + float(f @ np.linalg.solve(P.T @ P + np.eye(40), P.T @ (s - m)))
+        assert mu[0, g] == pytest.approx(direct, abs=1e-8)
+        assert sd[0, g] == pytest.approx(sd_plain[0, g], abs=1e-12)  # the width does not change
+        assert abs(mu[0, g] - m) < abs(mu_plain[0, g] - m)  # far from 0.9 without centring, near it with
+
+
 def test_linucb_is_ridge_on_prompt_joined_with_one_hot_arm():
     rng = np.random.default_rng(5)
     policy = LinUCB(n_arms=3, n_features=4, alpha=1.0, eta=0.0, seed=0)
