@@ -7,16 +7,16 @@ chooses for all runs with a handful of array operations per round.
 from __future__ import annotations
 
 import abc
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 
 from ..core.base import Policy
 from ..core.registry import register_policy
-from ..core.validation import Interval
+from ..core.validation import Interval, InvalidParameterError
 from ._stats import accumulate, choose_by_index, kl_ucb_index, sample_rows
 
-__all__ = ["UCB1", "KLUCB", "ThompsonSampling", "GaussianThompsonSampling", "EXP3", "EpsilonGreedy", "RandomPolicy"]
+__all__ = ["UCB1", "KLUCB", "ThompsonSampling", "GaussianThompsonSampling", "EXP3", "EpsilonGreedy", "RandomPolicy", "FixedArm"]
 
 
 class _EmpiricalMeans(Policy):
@@ -278,3 +278,33 @@ class RandomPolicy(Policy):
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray | None) -> None:
         pass
 
+
+@register_policy("fixed")
+class FixedArm(Policy):
+    """A fixed configuration: always ``arm`` (the trivial policy ``ALG_i`` of BanditSpec, eq. 2).
+
+    >>> from genbandit.policies.classic import FixedArm
+    >>> FixedArm(n_arms=4, arm=2).select()
+    2
+    """
+
+    name = "fixed-arm"
+    _parameter_constraints = {"arm": [Interval(Integral, 0, None, "left")]}
+
+    def __init__(self, n_arms: int, arm: int = 0, seed=None) -> None:
+        self.n_arms = n_arms
+        self.arm = arm
+        self.seed = seed
+
+    def _check_params(self) -> None:
+        if self.arm >= self.n_arms:
+            raise InvalidParameterError(f"The 'arm' parameter of {type(self).__name__} must be below n_arms={self.n_arms}. Got {self.arm} instead.")
+
+    def _init_state(self, n_runs: int) -> None:
+        self._pulls = np.zeros(n_runs, dtype=np.int64)
+
+    def _select(self, contexts):
+        return np.full(self._n_runs, self.arm, dtype=np.int64)
+
+    def _update(self, actions, feedback, contexts):
+        self._pulls += 1

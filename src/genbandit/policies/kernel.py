@@ -31,7 +31,7 @@ from ..core.base import Policy
 from ..core.registry import register_policy
 from ..core.validation import Interval, Options
 from ._stats import argmax_random_ties
-from .classic import _IndexPolicy
+from .classic import FixedArm, _IndexPolicy
 
 __all__ = [
     "kernel_matrix",
@@ -713,11 +713,12 @@ class Greedy(_IndexPolicy):
 
 
 @register_policy("one-arm-oracle")
-class BestSingle(Policy):
+class BestSingle(FixedArm):
     """The one-arm oracle (Hu et al. 2025, section 5): always the model that is best on average.
 
     ``arm`` is the best single model, which the oracle knows in advance (an environment's
-    ``best_single_arm``); OtB measures every other policy against it.
+    ``best_single_arm``); OtB measures every other policy against it. The rule is
+    :class:`~genbandit.policies.classic.FixedArm`'s.
 
     >>> from genbandit.policies.kernel import BestSingle
     >>> BestSingle(n_arms=3, arm=2).select()
@@ -725,24 +726,3 @@ class BestSingle(Policy):
     """
 
     name = "best-single"
-    _parameter_constraints = {"arm": [Interval(Integral, 0, None, "left")]}
-
-    def __init__(self, n_arms: int, arm: int = 0, seed=None) -> None:
-        self.n_arms = n_arms
-        self.arm = arm
-        self.seed = seed
-
-    def _check_params(self) -> None:
-        if self.arm >= self.n_arms:
-            from ..core.validation import InvalidParameterError
-
-            raise InvalidParameterError(f"The 'arm' parameter of BestSingle must be below n_arms={self.n_arms}. Got {self.arm} instead.")
-
-    def _init_state(self, n_runs: int) -> None:
-        self._plays = np.zeros(n_runs, dtype=np.int64)
-
-    def _select(self, contexts: Any) -> np.ndarray:
-        return np.full(self._n_runs, self.arm, dtype=np.int64)
-
-    def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: Any) -> None:
-        self._plays += 1

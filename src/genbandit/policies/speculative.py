@@ -27,7 +27,8 @@ import numpy as np
 
 from ..core.base import Policy
 from ..core.registry import register_policy
-from ..core.validation import Interval, InvalidInputError, InvalidParameterError, check_finite_array
+from ..core.validation import Interval, InvalidInputError, check_finite_array
+from .classic import FixedArm
 
 __all__ = ["UCBSpec", "EXP3Spec", "ServingUCBSpec", "ServingEXP3Spec", "SpecUCB1", "ReleasedUCB", "FixedArm", "ucbspec_radius", "exp3spec_probabilities"]
 
@@ -374,32 +375,3 @@ class ReleasedUCB(Policy):
         self._counts[rows, actions] = n + 1
 
 
-@register_policy("fixed")
-class FixedArm(Policy):
-    """A fixed configuration: always ``arm`` (the trivial policy ``ALG_i`` of BanditSpec, eq. 2).
-
-    >>> from genbandit.policies.speculative import FixedArm
-    >>> FixedArm(n_arms=4, arm=2).select()
-    2
-    """
-
-    name = "fixed-arm"
-    _parameter_constraints = {"arm": [Interval(Integral, 0, None, "left")]}
-
-    def __init__(self, n_arms: int, arm: int = 0, seed=None) -> None:
-        self.n_arms = n_arms
-        self.arm = arm
-        self.seed = seed
-
-    def _check_params(self) -> None:
-        if self.arm >= self.n_arms:
-            raise InvalidParameterError(f"The 'arm' parameter of FixedArm must be below n_arms={self.n_arms}. Got {self.arm} instead.")
-
-    def _init_state(self, n_runs: int) -> None:
-        self._pulls = np.zeros(n_runs, dtype=np.int64)
-
-    def _select(self, contexts):
-        return np.full(self._n_runs, self.arm, dtype=np.int64)
-
-    def _update(self, actions, feedback, contexts):
-        self._pulls += 1
