@@ -290,3 +290,28 @@ def test_learner_arms_replay_equals_recording_and_live_runs(tmp_path):
                        cache_dir=str(tmp_path), mode="live", seed=0).reset(n_runs=2)
     step = live.step(np.array([0, 1]))
     assert np.all((step.reward >= 0) & (step.reward <= 1)) and step.regret.shape == (2,)
+
+
+def test_two_arm_acceptance_ratio_is_per_run_with_its_standard_error(tmp_path):
+    from genbandit.experiments.config import load_config
+    from genbandit.experiments.report import ReportContext
+    from genbandit.experiments.rising import _acceptance
+    from genbandit.experiments.units import UnitResult
+
+    def unit(policy, finals, counts):
+        finals = np.asarray(finals, dtype=float)
+        return UnitResult(unit_id=policy, scenario="two-arm", policy=policy, horizon=200_000, n_runs=finals.size,
+                          rounds=np.array([100_000, 200_000]), regret=np.stack([finals / 2, finals], axis=1),
+                          extras={"counts_per_run": counts, "best_arm": 1})
+
+    results = [unit("TI-UCB", [10_000, 20_000, 90_000], [[10, 90], [20, 80], [95, 5]]),
+               unit("UCB1", [100_000, 100_000, 100_000], [[99, 1]] * 3)]
+    records = [{"scenario": "two-arm", "policy": r.policy, "metric": "final_regret", "mean": float(r.regret[:, -1].mean()),
+                "stderr": float(r.regret[:, -1].std(ddof=1) / math.sqrt(3))} for r in results]
+    ctx = ReportContext(config=load_config("ti-ucb"), out_dir=tmp_path, results=results, records=records, meta={})
+    text = _acceptance(ctx)
+    rec = ctx.metric("two-arm", "TI-UCB", "regret_ratio_to_best_of_SW-UCB_SW-TS_UCB1")
+    # ratios 0.1, 0.2, 0.9: mean 0.4, sd 0.43589, s.e. 0.25166
+    assert rec["mean"] == pytest.approx(0.4) and rec["stderr"] == pytest.approx(math.sqrt(0.19 / 3)) and rec["n_runs"] == 3
+    assert "ratio 0.400 ± 0.252" in text and "**DOES NOT HOLD**" in text and "within two standard errors" in text
+    assert "In 33% of TI-UCB's runs the most-pulled arm is not the best fixed arm" in text

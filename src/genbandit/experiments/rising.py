@@ -105,17 +105,29 @@ def _claims_section(ctx: ReportContext) -> str:
 def _acceptance(ctx: ReportContext) -> str:
     out = []
     finals = _final(ctx, "two-arm")
-    if "TI-UCB" in finals:
-        others = {p: finals[p]["mean"] for p in ("SW-UCB", "SW-TS", "UCB1") if p in finals}
-        best_name = min(others, key=others.get) if others else None
-        ratio = finals["TI-UCB"]["mean"] / others[best_name] if best_name else float("nan")
-        horizon = next((r.horizon for r in ctx.results if r.scenario == "two-arm"), 0)
+    ti_unit = next((r for r in ctx.results if r.error is None and r.scenario == "two-arm" and r.policy == "TI-UCB"), None)
+    others = {p: finals[p]["mean"] for p in ("SW-UCB", "SW-TS", "UCB1") if p in finals}
+    if ti_unit is not None and others:
+        best_name = min(others, key=others.get)
+        # One ratio per TI-UCB run against the baseline's mean (whose standard error is ~1e-5 of it), so the
+        # summary carries the ratio's standard error: TI-UCB's final regret is bimodal (some runs are trapped).
+        ti_runs = ti_unit.regret[:, -1]
+        ratios = ti_runs / others[best_name]
+        rec = ctx.add_record("two-arm", "TI-UCB", "regret_ratio_to_best_of_SW-UCB_SW-TS_UCB1", ratios)
+        ratio, se = rec["mean"], rec["stderr"] or 0.0
         verdict = "HOLDS" if ratio <= 0.2 else "DOES NOT HOLD"
-        ctx.add_record("two-arm", "TI-UCB", "regret_ratio_to_best_of_SW-UCB_SW-TS_UCB1", [ratio])
-        out.append(f"1. Two-arm problem at T = {horizon:,} (paper: 200,000): TI-UCB's final regret "
-                   f"{format_mean(finals['TI-UCB']['mean'], finals['TI-UCB']['stderr'])} against the best of SW-UCB, "
-                   f"SW-TS and UCB1 ({best_name}, {format_mean(others[best_name], finals[best_name]['stderr'])}): "
-                   f"ratio {ratio:.3f}, criterion <= 0.2: **{verdict}**.")
+        margin = ("clearly: ratio + 2 s.e. is below 0.2" if ratio + 2 * se <= 0.2 else
+                  "clearly: ratio - 2 s.e. is above 0.2" if ratio - 2 * se > 0.2 else
+                  "but within two standard errors of 0.2: more runs would decide it")
+        most_pulled = np.asarray(ti_unit.extras["counts_per_run"]).argmax(axis=1)
+        elsewhere = float(np.mean(most_pulled != ti_unit.extras["best_arm"]))
+        out.append(f"1. Two-arm problem at T = {ti_unit.horizon:,} (paper: 200,000): TI-UCB's final regret "
+                   f"{format_mean(finals['TI-UCB']['mean'], finals['TI-UCB']['stderr'])} over {ti_runs.size} runs (median "
+                   f"{np.median(ti_runs):,.0f}) against the best of SW-UCB, SW-TS and UCB1 ({best_name}, "
+                   f"{format_mean(others[best_name], finals[best_name]['stderr'])}): ratio {ratio:.3f} ± {se:.3f}, "
+                   f"criterion <= 0.2: **{verdict}**, {margin}. In {elsewhere:.0%} of TI-UCB's runs the most-pulled arm is "
+                   "not the best fixed arm (at T = 200,000: runs trapped on the fast, low arm by false alarms of the "
+                   "change detection; see docs/ti-ucb.md).")
     rates = {r["policy"]: r for r in ctx.records if r["scenario"] == "learners" and r["metric"] == "best_final_arm_rate"}
     if "TI-UCB" in rates:
         ti = rates["TI-UCB"]["mean"]
