@@ -151,11 +151,21 @@ def test_released_ucb_locks_onto_a_wrong_arm_where_ucbspec_does_not():
     assert fixed is not None
 
 
+def test_ucbspec_breaks_exact_ties_towards_the_lowest_index():
+    # The same tokens in another order: summed as floats (y-1)/L they differ in the last bit and
+    # arm 1 would win; summed as token counts they are equal, and so are the indices.
+    policy = UCBSpec(n_arms=2, max_length=10, seed=0)
+    for a, b in zip((10, 2, 1, 10), (10, 10, 2, 1)):
+        policy.update(0, a)
+        policy.update(1, b)
+    assert policy.select() == 0
+
+
 def test_serving_variants_normalise_throughput():
     ucb = ServingUCBSpec(n_arms=2, max_reward=100.0, delta=0.5, seed=0)
     ucb.update(0, 250.0)  # clipped to the bound
     ucb.update(1, 50.0)
-    np.testing.assert_allclose(ucb._sums[0], [1.0, 0.5])
+    np.testing.assert_allclose(ucb._sums[0], [100.0, 50.0])
     # radius in reward units is the normalised radius times max_reward
     np.testing.assert_allclose(ucb.confidence_radius()[0], 100.0 * ucbspec_radius(np.array([1, 1]), 2, 2, 1.0, 0.5))
     exp3 = ServingEXP3Spec(n_arms=2, max_reward=100.0, seed=0)

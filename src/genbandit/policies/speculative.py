@@ -141,7 +141,9 @@ class _UCBSpecRule(Policy):
 
     def _init_state(self, n_runs: int) -> None:
         self._counts = np.zeros((n_runs, self.n_arms), dtype=np.int64)
-        self._sums = np.zeros((n_runs, self.n_arms))  # sums of normalised rewards
+        # Sums of rewards in their own units, clipped to the reward range, normalised only as means: token
+        # counts then sum exactly, so two arms with the same history tie exactly and the lowest index wins.
+        self._sums = np.zeros((n_runs, self.n_arms))
 
     def confidence_radius(self) -> np.ndarray:
         """``cr_{i,t}`` of every arm after the completed rounds, in reward units, ``(n_runs, K)``."""
@@ -154,13 +156,13 @@ class _UCBSpecRule(Policy):
         if self._t < self.n_arms:  # rounds 1..K: arm t (Algorithm 8, line 4)
             return np.full(self._n_runs, self._t, dtype=np.int64)
         n = np.maximum(self._counts, 1)
-        index = self._sums / n + getattr(self, "radius_scale", 1.0) * ucbspec_radius(n, self._t, self.n_arms, 1.0, self.delta)
+        index = self._normalise(self._sums / n) + getattr(self, "radius_scale", 1.0) * ucbspec_radius(n, self._t, self.n_arms, 1.0, self.delta)
         return index.argmax(axis=1)  # ties: lowest index (the paper leaves them open)
 
     def _update(self, actions, feedback, contexts):
         rows = np.arange(actions.shape[0])
         self._counts[rows, actions] += 1
-        self._sums[rows, actions] += self._normalise(feedback)
+        self._sums[rows, actions] += np.clip(feedback, *self.reward_range)
 
 
 @register_policy("ucb-spec")
