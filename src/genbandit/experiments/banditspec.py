@@ -28,6 +28,7 @@ from ..envs.speculative import (
     TABLE1_ARMS,
     BanditSpecResult,
     ServingThroughput,
+    Table1Replica,
     ToyLMSpeculative,
     run_banditspec,
 )
@@ -309,6 +310,12 @@ def _values(ctx: ReportContext, scenario: str, policy: str, metric: str) -> np.n
     return None
 
 
+def _best_fixed_tps(ctx: ReportContext, scenario: str) -> str:
+    """The fixed arm with the largest mean tokens/s in ``scenario`` (a ``fixed:<arm>`` label)."""
+    means = {f"fixed:{a}": _mean(ctx, scenario, f"fixed:{a}", "tokens_per_second") for a in TABLE1_ARMS}
+    return max(means, key=lambda f: means[f] if np.isfinite(means[f]) else -1)
+
+
 def _e1_section(ctx: ReportContext, checks: list) -> None:
     import matplotlib.pyplot as plt
 
@@ -388,8 +395,7 @@ def _e2_section(ctx: ReportContext, checks: list) -> None:
     detail = []
     for s in scenarios:
         _, bench, model = s.split(":")
-        fixed_means = {f: _mean(ctx, s, f, "tokens_per_second") for f in fixed}
-        best = max(fixed_means, key=lambda f: fixed_means[f] if np.isfinite(fixed_means[f]) else -1)
+        best = _best_fixed_tps(ctx, s)
         u = _values(ctx, s, "UCBSpec", "tokens_per_second")
         f = _values(ctx, s, best, "tokens_per_second")
         e = _values(ctx, s, "EXP3Spec", "tokens_per_second")
@@ -416,6 +422,54 @@ def _e2_section(ctx: ReportContext, checks: list) -> None:
         "the table shows their means over groups.\n\n" + "\n".join(lines) + "\n" + "\n".join(gains)
     )
     ctx.add_section("E2: Table 1 replica (MAT and tokens/s, ours / paper)", text)
+
+
+def _e2_length_section(ctx: ReportContext) -> None:
+    """UCBSpec's gain over the best fixed arm as responses get longer (scenarios ``e2-length:...``)."""
+    import matplotlib.pyplot as plt
+
+    lengths: dict[tuple[str, str], dict[float, str]] = {}
+    for sc in ctx.config.scenarios:
+        if sc.name.startswith("e2-length:"):
+            _, bench, model, median = sc.name.split(":")
+            lengths.setdefault((bench, model), {})[float(median.split("=")[1])] = sc.name
+    if not lengths:
+        return
+    main = next((sc for sc in ctx.config.scenarios if sc.name.startswith("e2:")), None)
+    base_median = float(main.params.get("response_median", Table1Replica().response_median)) if main else Table1Replica().response_median
+    medians = sorted({base_median, *(m for cell in lengths.values() for m in cell)})
+    header = " | ".join(f"median {m:,.0f}: UCBSpec / EXP3Spec / oracle" for m in medians)
+    lines = [f"| scenario | paper's UCBSpec gain | {header} |", "|---|---|" + "---|" * len(medians)]
+    fig, ax = plt.subplots(figsize=(6.8, 4.2))
+    for (bench, model), cell in lengths.items():
+        cell = {base_median: f"e2:{bench}:{model}", **cell}
+        gains = {}
+        row = []
+        for m in medians:
+            scenario = cell.get(m)
+            best = _mean(ctx, scenario, _best_fixed_tps(ctx, scenario), "tokens_per_second") if scenario else float("nan")
+            g = {p: _mean(ctx, scenario, p, "tokens_per_second") / best - 1 if scenario else float("nan") for p in ("UCBSpec", "EXP3Spec", "oracle")}
+            gains[m] = g["UCBSpec"]
+            row.append(" / ".join(f"{v:+.1%}" if np.isfinite(v) else "n/a" for v in g.values()))
+        paper = TABLE1[model][bench]["UCBSpec"][1] / TABLE1[model][bench]["Eagle-2"][1] - 1
+        lines.append(f"| e2:{bench}:{model} | {paper:+.1%} | " + " | ".join(row) + " |")
+        ax.plot(medians, [100 * gains[m] for m in medians], marker="o", label=f"{_BENCH_TITLES[bench]}, {model}")
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("median response length (tokens)")
+    ax.set_ylabel("UCBSpec tokens/s over the best fixed arm (%)")
+    ax.set_title("E2 replica: UCBSpec's gain against response length")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    path = ctx.savefig(fig, "e2-gain-vs-response-length")
+    text = (
+        "Not in the paper: the E2 replica with longer responses (lognormal, same spread), to see where UCBSpec's "
+        f"exploration pays for itself. Gains are tokens/s over the best fixed arm of the same scenario; median {base_median:,.0f} "
+        "is the main E2 table. The paper does not give its response lengths (it lengthened SpecBench's short "
+        "responses with Mixture-of-Agents to get more arm pulls, App. G.1).\n\n"
+        + "\n".join(lines) + f"\n\n![gain against response length]({path})"
+    )
+    ctx.add_section("E2 sensitivity: response length", text)
 
 
 def _e5_section(ctx: ReportContext, checks: list) -> None:
@@ -529,6 +583,7 @@ def report(ctx: ReportContext) -> None:
     _e1_section(ctx, checks)
     _table_section(ctx, "e1-b", "E1 instance B (close gaps, L=4)", "Arms at mu* - Delta, Delta in {0.05, 0.1, 0.25, 0.5}; mu* = 3.94.")
     _e2_section(ctx, checks)
+    _e2_length_section(ctx)
     _table_section(ctx, "e3", "E3: drift inside a response", "Copy and free-text regimes alternate (geometric segments, mean 64 tokens); regret against the fixed arm with the least mean stopping time. Assumption 4.1 fails here.")
     _table_section(ctx, "e4", "E4: oblivious replay (greedy / adversarial analysis)", "Tables fixed before play; regret = ST(policy) - min_i ST(fixed i) per prompt (eq. 12).\n\n" + _e4_extra(ctx))
     _e5_section(ctx, checks)
