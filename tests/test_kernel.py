@@ -160,6 +160,18 @@ def test_linucb_is_ridge_on_prompt_joined_with_one_hot_arm():
     assert policy.select(y) == int(np.argmax(scores))
 
 
+def test_linucb_plays_every_arm_once_before_its_index():
+    # Arm 0 has a large observed reward; the index alone would replay it, but arms 1 and 2 were never played.
+    policy = LinUCB(n_arms=3, n_features=2, eta=0.0, seed=0)
+    policy.update(0, 10.0, context=[1.0, 0.0])
+    first = policy.select([1.0, 0.0])
+    assert first in (1, 2)
+    policy.update(first, 0.0, context=[1.0, 0.0])
+    assert policy.select([1.0, 0.0]) == 3 - first
+    policy.update(3 - first, 0.0, context=[1.0, 0.0])
+    assert policy.select([1.0, 0.0]) == 0
+
+
 def test_kernelucb_matches_a_direct_solve_on_joint_inputs():
     rng = np.random.default_rng(6)
     policy = KernelUCB(n_arms=2, n_features=3, alpha=1.0, seed=0)

@@ -596,7 +596,8 @@ class LinUCB(_ContextualPolicy):
     ``UCB_g = z_g' A^-1 b + eta sqrt(z_g' A^-1 z_g)``. It models ``theta_y' y + theta_g``, a shared
     slope plus a per-arm offset, so it cannot follow rankings that reverse across prompt types.
     ``eta`` defaults to the PAK-UCB value ``sqrt(2 log(2G/delta))`` (the official code's baseline
-    uses ``2 log(2G/delta)``; pass ``eta`` to get it).
+    uses ``2 log(2G/delta)``; pass ``eta`` to get it). Arms never played come first (spec section 2.6,
+    as for every baseline there), ties at random.
 
     Examples
     --------
@@ -622,6 +623,7 @@ class LinUCB(_ContextualPolicy):
         p = self.n_features + self.n_arms
         self._Ainv = np.broadcast_to(np.eye(p) / self.alpha, (n_runs, p, p)).copy()
         self._b = np.zeros((n_runs, p))
+        self._pulls = np.zeros((n_runs, self.n_arms), dtype=np.int64)
 
     def _select(self, contexts: np.ndarray) -> np.ndarray:
         d, G = self.n_features, self.n_arms
@@ -631,10 +633,12 @@ class LinUCB(_ContextualPolicy):
         mu = (H * self._b[:, None, :]).sum(-1)
         var = H[:, :, :d] @ contexts[:, :, None]
         var = var[..., 0] + H[:, np.arange(G), d + np.arange(G)]
-        return argmax_random_ties(mu + self._eta() * np.sqrt(np.maximum(var, 0.0)), self._rng)
+        index = mu + self._eta() * np.sqrt(np.maximum(var, 0.0))
+        return argmax_random_ties(np.where(self._pulls == 0, np.inf, index), self._rng)
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray) -> None:
         rows = np.arange(actions.shape[0])
+        self._pulls[rows, actions] += 1
         z = _joint_inputs(contexts, self.n_arms)[rows, actions]  # (R, p)
         for r in rows:
             _sherman_morrison(self._Ainv[r], z[r])
