@@ -315,3 +315,47 @@ def test_two_arm_acceptance_ratio_is_per_run_with_its_standard_error(tmp_path):
     assert rec["mean"] == pytest.approx(0.4) and rec["stderr"] == pytest.approx(math.sqrt(0.19 / 3)) and rec["n_runs"] == 3
     assert "ratio 0.400 ± 0.252" in text and "**DOES NOT HOLD**" in text and "within two standard errors" in text
     assert "In 33% of TI-UCB's runs the most-pulled arm is not the best fixed arm" in text
+
+
+class _SpecSketchTIUCB:
+    """The spec's reference sketch of TI-UCB (section 2.1), lists of prefix sums, refit from them each round."""
+
+    def __init__(self, n_arms, delta, omega, gamma, conf_c=16.0):
+        self.w, self.g, self.C = omega, gamma, conf_c * math.sqrt(2 * math.log(1 / delta))
+        self.P0 = [[0.0] for _ in range(n_arms)]
+        self.P1 = [[0.0] for _ in range(n_arms)]
+
+    def _pred(self, i, lo, hi, x0):
+        m, P0, P1 = hi - lo + 1, self.P0[i], self.P1[i]
+        sy, sxy = P0[hi] - P0[lo - 1], P1[hi] - P1[lo - 1]
+        if m < 2:
+            return sy
+        xb = (lo + hi) / 2
+        return sy / m + (sxy - xb * sy) / (m * (m * m - 1) / 12) * (x0 - xb)
+
+    def select(self):
+        u = [self._pred(i, 1, len(P) - 1, len(P)) + self.C / math.sqrt(len(P) - 1) for i, P in enumerate(self.P0)]
+        return int(np.argmax(u))
+
+    def update(self, i, x):
+        n = len(self.P0[i])
+        self.P0[i].append(self.P0[i][-1] + x)
+        self.P1[i].append(self.P1[i][-1] + n * x)
+        if n >= 2 * self.w and abs(self._pred(i, n - 2 * self.w + 1, n - self.w, n + 1) - self._pred(i, n - self.w + 1, n, n + 1)) > self.g / 2:
+            self.P0[i], self.P1[i] = [0.0, x], [0.0, x]
+
+
+def test_tiucb_takes_the_spec_sketchs_decisions_through_resets():
+    horizon, omega = 4000, 10
+    mu = synthetic_curves("two-arm", horizon)
+    noise = np.random.default_rng(3).normal(0.0, 0.1, size=(2, horizon))
+    ours, sketch = TIUCB(n_arms=2, horizon=horizon, omega=omega, seed=0), _SpecSketchTIUCB(2, 1 / horizon, omega, 0.3)
+    pulls = [0, 0]
+    for t in range(horizon):
+        arm = t if t < 2 else sketch.select()  # both arms once first (the sketch's +inf ties go to arm 0, ours at random)
+        assert t < 2 or int(ours.select()) == arm
+        x = mu[arm, pulls[arm]] + noise[arm, pulls[arm]]
+        pulls[arm] += 1
+        ours.update(arm, float(x))
+        sketch.update(arm, x)
+    assert ours._resets.sum() >= 5  # the comparison went through several change detections
