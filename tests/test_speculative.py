@@ -151,6 +151,34 @@ def test_released_ucb_locks_onto_a_wrong_arm_where_ucbspec_does_not():
     assert fixed is not None
 
 
+def _spec_reference_ucbspec_choice(n, sums, t, K, L, delta):
+    """The spec's Python reference of UCBSpec's rule (section 2.5), one decision, ties to the lowest index."""
+    if t < K:
+        return t
+    best, arg = -math.inf, 0
+    for i in range(K):
+        cr = (L / 2) * math.sqrt((1 + n[i]) / n[i] ** 2 * (1 + 2 * math.log(K * t * t * math.sqrt(1 + n[i]) / delta)))
+        if sums[i] / n[i] + cr > best:
+            best, arg = sums[i] / n[i] + cr, i
+    return arg
+
+
+def test_ucbspec_takes_the_spec_references_decisions():
+    rng = np.random.default_rng(8)
+    for _ in range(60):
+        K, L = int(rng.integers(2, 6)), int(rng.integers(2, 11))
+        table = rng.integers(1, L + 2, size=(K, 200))  # Y of arm i at its k-th pull
+        policy = UCBSpec(n_arms=K, max_length=L, seed=0)
+        n, sums = [0] * K, [0.0] * K
+        for t in range(200):
+            arm = _spec_reference_ucbspec_choice(n, sums, t, K, L, 0.5)
+            assert policy.select() == arm
+            y = int(table[arm, n[arm]])
+            policy.update(arm, y)
+            n[arm] += 1
+            sums[arm] += y
+
+
 def test_ucbspec_breaks_exact_ties_towards_the_lowest_index():
     # The same tokens in another order: summed as floats (y-1)/L they differ in the last bit and
     # arm 1 would win; summed as token counts they are equal, and so are the indices.

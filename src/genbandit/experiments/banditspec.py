@@ -456,6 +456,8 @@ def _e2_length_section(ctx: ReportContext) -> None:
         ax.plot(medians, [100 * gains[m] for m in medians], marker="o", label=f"{_BENCH_TITLES[bench]}, {model}")
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xscale("log")
+    ax.set_xticks(medians, [f"{m:,.0f}" for m in medians])
+    ax.minorticks_off()
     ax.set_xlabel("median response length (tokens)")
     ax.set_ylabel("UCBSpec tokens/s over the best fixed arm (%)")
     ax.set_title("E2 replica: UCBSpec's gain against response length")
