@@ -9,7 +9,7 @@ in its default pipeline (its 26-d PCA features) and on the same 384-d embeddings
 
 Run by hand (not in CI):
 
-    PYTHONPATH=src python benchmarks/pak_ucb_peers.py --rounds 1000 --seeds 1 > docs/reproductions/pak-ucb/peers.md
+    PYTHONPATH=src python benchmarks/pak_ucb_peers.py --rounds 3609 --seeds 5 > docs/reproductions/pak-ucb/peers.md
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def main(argv=None) -> int:
         "",
         f"Command: `PYTHONPATH=src python benchmarks/pak_ucb_peers.py --rounds {args.rounds} --seeds {args.seeds}` "
         f"({len(texts)} prompts, {G} LLMs; each seed replays a random order of the first {args.rounds} prompts of it; "
-        "mean ± spread over seeds; ms = select + update per decision, embedding excluded; BLAS one thread; "
+        "mean ± standard error over seeds; ms = select + update per decision, embedding excluded; BLAS one thread; "
         f"1-minute load average {os.getloadavg()[0]:.2f} at the start).",
         "",
     ]
@@ -212,8 +212,8 @@ def main(argv=None) -> int:
         ]
         for name, rs in rows.items():
             m = np.array([[r["mean"], r["opr"], r["ms"]] for r in rs])
-            spread = m.std(0) if len(rs) > 1 else np.zeros(3)
-            out.append(f"| {name} | {m[:, 0].mean():.4f} ± {spread[0]:.4f} | {m[:, 1].mean():.3f} | {m[:, 2].mean():.3f} |")
+            stderr = m.std(0, ddof=1) / np.sqrt(len(rs)) if len(rs) > 1 else np.zeros(3)
+            out.append(f"| {name} | {m[:, 0].mean():.4f} ± {stderr[0]:.4f} | {m[:, 1].mean():.3f} | {m[:, 2].mean():.3f} |")
         out.append("")
     print("\n".join(out))
     return 0
