@@ -360,3 +360,18 @@ def test_fixed_arms_from_the_draws_equal_the_loop():
             np.testing.assert_array_equal(loop.stopping_time, direct.stopping_time)
             np.testing.assert_allclose(loop.seconds, direct.seconds)
             np.testing.assert_allclose(loop.regret, direct.regret)
+
+
+def test_fixed_arm_results_from_draws_equal_the_loop():
+    from genbandit.experiments.banditspec import _fixed_from_draws
+
+    env = Table1Replica("debug-bench", "qwen2", seed=4)
+    for arm in range(4):
+        loop = run_banditspec(env, FixedArm(n_arms=4, arm=arm), n_runs=30, seed=(7, 0))
+        env.reset(30, seed=7)
+        draws = _fixed_from_draws(env, arm, env.fixed_stopping_times()[:, arm])
+        assert draws.stopping_time.tolist() == loop.stopping_time.tolist()
+        assert draws.rounds.tolist() == loop.rounds.tolist()
+        np.testing.assert_allclose(draws.regret_curve, loop.regret_curve, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(draws.seconds, loop.seconds, rtol=1e-12)
+        assert draws.tokens.tolist() == loop.tokens.tolist() and draws.counts.tolist() == loop.counts.tolist()

@@ -45,6 +45,7 @@ __all__ = [
     "ToyLMSpeculative",
     "ServingThroughput",
     "BanditSpecResult",
+    "checkpoint_rounds",
     "run_banditspec",
 ]
 
@@ -858,6 +859,27 @@ class BanditSpecResult:
         return self.tokens / np.maximum(self.seconds, 1e-12)
 
 
+def _next_checkpoint(mark: float, t: int) -> float:
+    """After a checkpoint at round ``t``: the next one, about 5% later (the loop's length is not known in advance)."""
+    return max(mark * 1.05, t + 1)
+
+
+def checkpoint_rounds(n_rounds: int) -> np.ndarray:
+    """The rounds at which :func:`run_banditspec` records its regret curve for a loop of ``n_rounds`` rounds.
+
+    >>> checkpoint_rounds(100)[18:].tolist()  # every round up to 21, then about 5% apart, and the last round
+    [19, 20, 21, 23, 24, 26, 27, 29, 30, 32, 34, 35, 37, 39, 41, 43, 45, 47, 50, 52, 55, 58, 60, 63, 66, 70, 73, 77, 81, 85, 89, 93, 98, 100]
+    """
+    marks, mark = [], 1.0
+    for t in range(1, n_rounds + 1):
+        if t >= mark:
+            marks.append(t)
+            mark = _next_checkpoint(mark, t)
+    if not marks or marks[-1] != n_rounds:
+        marks.append(max(n_rounds, 1))
+    return np.asarray(marks, dtype=np.int64)
+
+
 def run_banditspec(env: _SpeculativeEnv, policy: Policy, *, n_runs: int, seed=None, max_rounds: int = 1_000_000) -> BanditSpecResult:
     """BanditSpec(ALG) (Algorithm 3) on ``n_runs`` prompts at once: play until every response is done.
 
@@ -896,10 +918,10 @@ def run_banditspec(env: _SpeculativeEnv, policy: Policy, *, n_runs: int, seed=No
         seconds += step.info["seconds"]
         regret += step.regret
         t += 1
-        if t >= next_mark:  # geometric checkpoints: the loop's length is not known in advance
+        if t >= next_mark:  # the rounds of checkpoint_rounds(t_final), decided online
             marks.append(t)
             curve.append(regret.copy())
-            next_mark = max(next_mark * 1.05, t + 1)
+            next_mark = _next_checkpoint(next_mark, t)
     if not marks or marks[-1] != t:
         marks.append(max(t, 1))
         curve.append(regret.copy())

@@ -30,6 +30,7 @@ from ..envs.speculative import (
     ServingThroughput,
     Table1Replica,
     ToyLMSpeculative,
+    checkpoint_rounds,
     run_banditspec,
 )
 from ..policies.speculative import FixedArm, ServingEXP3Spec, ServingUCBSpec
@@ -89,15 +90,20 @@ def _fixed_results(unit: Unit, env, n_runs: int, env_seed) -> list[BanditSpecRes
 
 
 def _fixed_from_draws(env, arm: int, st: np.ndarray) -> BanditSpecResult:
-    """What the loop would give for fixed ``arm`` (same draws), from the stopping times directly."""
+    """What the loop would give for fixed ``arm`` (same draws), from the stopping times directly.
+
+    The loop charges the arm's gap ``(mu* - mu_arm) / mu*`` every round a prompt is unfinished, so the
+    regret curve at a checkpoint ``r`` is ``gap * min(r, st)``, on the loop's own checkpoints.
+    """
     n = st.shape[0]
     means = env.mean_rewards()
     gap = (means.max(axis=1) - means[:, arm]) / means.max(axis=1)
     seconds = st * env.round_seconds(np.full(n, arm))
     counts = np.zeros((n, env.n_arms), dtype=np.int64)
     counts[:, arm] = st
-    regret = st * gap
-    return BanditSpecResult(st, env.response_lengths().astype(float), seconds, counts, regret, np.array([1]), regret[:, None])
+    rounds = checkpoint_rounds(int(st.max()))
+    curve = gap[:, None] * np.minimum(rounds[None, :], st[:, None])
+    return BanditSpecResult(st, env.response_lengths().astype(float), seconds, counts, st * gap, rounds, curve)
 
 
 def _grouped(values: np.ndarray, group: int) -> np.ndarray:
@@ -136,8 +142,10 @@ def stopping_time_unit(unit: Unit, progress: bool = False) -> UnitResult:
         decomposition = np.stack([f.regret for f in fixed], axis=1)[rows, choice]
         curve_rounds, curve = np.array([1]), decomposition[:, None]
     else:
-        policy = _make_policy(unit, env)
-        res = run_banditspec(env, policy, n_runs=n_runs, seed=(env_seed, policy_seed))
+        if unit.policy.label.startswith("fixed:"):  # already played on the same draws: no need to replay the loop
+            res = fixed[_fixed_arm_index(unit.policy.label, env)]
+        else:
+            res = run_banditspec(env, _make_policy(unit, env), n_runs=n_runs, seed=(env_seed, policy_seed))
         st, tokens, seconds, decomposition = res.stopping_time, res.tokens, res.seconds, res.regret
         counts = res.counts.sum(axis=0).tolist()
         curve_rounds, curve = res.rounds, res.regret_curve
