@@ -359,3 +359,22 @@ def test_tiucb_takes_the_spec_sketchs_decisions_through_resets():
         ours.update(arm, float(x))
         sketch.update(arm, x)
     assert ours._resets.sum() >= 5  # the comparison went through several change detections
+
+
+def test_omega_ablation_section_reads_the_u_shape(tmp_path):
+    from genbandit.experiments.config import load_config
+    from genbandit.experiments.report import ReportContext
+    from genbandit.experiments.rising import _omega_section
+
+    def rec(policy, mean, stderr, scenario="omega-ablation"):
+        return {"scenario": scenario, "policy": policy, "metric": "final_regret", "mean": mean, "stderr": stderr, "n_runs": 20}
+
+    def section(means):
+        records = [rec(f"TI-UCB (omega={w})", m, 1.0) for w, m in zip((1, 2, 4, 8), means)] + [rec("UCB1", 7.0, 0.1, "llm-replay")]
+        return _omega_section(ReportContext(config=load_config("ti-ucb"), out_dir=tmp_path, results=[], records=records, meta={}))
+
+    u_shape = section([20.0, 5.0, 9.0, 30.0])
+    assert "lowest regret at omega = 2" in u_shape and "holds (ends worse than the best mid-range omega, 2, by more than 2 s.e.: 1, 8)" in u_shape
+    flat = section([20.0, 5.0, 9.0, 8.0])
+    assert "does not hold (ends worse than the best mid-range omega, 2, by more than 2 s.e.: 1)" in flat
+    assert (tmp_path / "figures" / "omega-ablation.png").exists()
