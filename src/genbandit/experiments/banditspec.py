@@ -444,7 +444,7 @@ def _e2_length_section(ctx: ReportContext) -> None:
     if not lengths:
         return
     main = next((sc for sc in ctx.config.scenarios if sc.name.startswith("e2:")), None)
-    base_median = float(main.params.get("response_median", Table1Replica().response_median)) if main else Table1Replica().response_median
+    base_median = float((main.params if main else {}).get("response_median", Table1Replica().response_median))
     medians = sorted({base_median, *(m for cell in lengths.values() for m in cell)})
     header = " | ".join(f"median {m:,.0f}: UCBSpec / EXP3Spec / oracle" for m in medians)
     lines = [f"| scenario | paper's UCBSpec gain | {header} |", "|---|---|" + "---|" * len(medians)]
