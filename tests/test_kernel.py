@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -303,7 +304,7 @@ def test_headroom_of_routing_finds_a_planted_split_and_no_gain_without_one():
     assert room["cv_ridge_routing"] == pytest.approx(room["best_single"], abs=0.005)
 
 
-def test_curve_and_runtime_runners_record_what_the_report_needs(tmp_path):
+def test_standard_and_runtime_units_record_what_the_report_needs(tmp_path):
     from genbandit.experiments.config import load_config
     from genbandit.experiments.runner import run_experiment
 
@@ -314,7 +315,7 @@ def test_curve_and_runtime_runners_record_what_the_report_needs(tmp_path):
         "metrics": ["mean_reward", "otb", "opr", "seconds_per_decision"],
         "hooks": ["genbandit.experiments.kernel:report"],
         "scenarios": [
-            {"name": "setup4-mini", "environment": "setup4-synthetic", "runner": "genbandit.experiments.kernel:curve_unit",
+            {"name": "setup4-mini", "environment": "setup4-synthetic",
              "params": {"setup": "swap2", "contexts": "gaussian", "dim": 6, "n_prompts_per_category": 10}},
             {"name": "setup4-runtime", "environment": "setup4-synthetic", "runner": "genbandit.experiments.kernel:runtime_unit",
              "params": {"setup": "expert", "contexts": "gaussian", "dim": 6, "n_prompts_per_category": 10}, "n_runs": 1,
@@ -330,7 +331,10 @@ def test_curve_and_runtime_runners_record_what_the_report_needs(tmp_path):
     out = run_experiment(load_config(raw), tmp_path, progress=False)
     assert out["failed"] == []
     records = {(r["scenario"], r["policy"], r["metric"]): r["mean"] for r in out["summary"]}
-    assert records[("setup4-mini", "best-single", "otb")] == 0.0
+    assert records[("setup4-mini", "best-single", "otb")] == 0.0  # the environment gave best-single its best model
+    unit = json.loads(next((tmp_path / "units").glob("setup4-runtime__RFF*.json")).read_text())
+    assert len(unit["extras"]["block_rounds"]) == 20 and unit["extras"]["block_rounds"][-1] == 60
+    assert unit["metrics"]["total_seconds"][0] > 0 and all(ms > 0 for ms in unit["extras"]["ms_per_round"])
     assert ("setup4-runtime", "RFF-UCB-RBF", "speedup_vs_exact") in records or ("runtime", "RFF-UCB-RBF", "speedup_vs_exact") in records
     report = (tmp_path / "report.md").read_text()
     assert "OtB and OPR against rounds" in report and "Run time against rounds" in report and "Acceptance checks" in report

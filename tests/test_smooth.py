@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from genbandit.core.validation import InvalidParameterError
+from genbandit.envs.stochastic import BernoulliArms
 from genbandit.envs.smooth import ClickCurveArms, CTRStandIn, OBDClickCurves, SinusoidArms, holder_constants, obd_click_log, smooth_click_rates
-from genbandit.policies._smooth_numba import simulate_smooth
+from genbandit.core.simulator import checkpoint_grid, simulate
+from genbandit.policies._smooth_numba import run_loop
 from genbandit.policies.smooth import BENS, BES, BudgetedExploration, SmoothDUCB, SmoothRexp3, SmoothSWUCB, be_ns_tuning, be_s_tuning, window_for
 from genbandit.policies.rising import rexp3_tuning
 
@@ -175,21 +177,25 @@ def test_compiled_and_plain_agree_round_for_round(label, env, make):
     env.reset(n_runs, seed=seeds[0])
     plain_actions, plain_regret = _plain_actions(env, make(env), T, n_runs, seeds)
     env.reset(n_runs, seed=seeds[0])
-    res = simulate_smooth(env, make(env), T, n_runs=n_runs, seed=seeds, n_checkpoints=T, trace=True, block=256)
-    np.testing.assert_array_equal(res.totals["actions"], plain_actions)
-    np.testing.assert_allclose(res.final_regret, plain_regret, rtol=1e-12, atol=1e-9)
+    policy = make(env).reset(n_runs, seed=seeds[1])
+    actions = np.zeros((n_runs, T), dtype=np.int64)
+    regret_at, _, _ = run_loop(env, policy, checkpoint_grid(T, T), block=256, actions=actions)
+    np.testing.assert_array_equal(actions, plain_actions)
+    np.testing.assert_allclose(regret_at[:, -1], plain_regret, rtol=1e-12, atol=1e-9)
     assert len(np.unique(plain_actions)) > 1  # a real test: the policy switches arms
 
 
-def test_compiled_matches_the_core_simulator_on_the_regret_book():
-    from genbandit.core.simulator import simulate
-
+def test_simulate_picks_the_compiled_loop_and_it_keeps_the_plain_regret_book():
     T = 800
     env = SinusoidArms(horizon=T, amplitude_scale=2.5, amplitude_sd=0.01)
     env.reset(2, seed=3)
-    a = simulate_smooth(env, BENS(n_arms=2, horizon=T, L=6.3, one_armed=True, static_mean=env.static_means()), T, n_runs=2, seed=5, n_checkpoints=50)
+    policy = BENS(n_arms=2, horizon=T, L=6.3, one_armed=True, static_mean=env.static_means())
+    assert policy.compiled_loop(env) is run_loop and policy.compiled_loop(BernoulliArms(means=[0.1, 0.2])) is None
+    a = simulate(env, policy, T, n_runs=2, seed=5, n_checkpoints=50)
+    assert "optimal" not in a.totals  # the compiled loop ran (it keeps no info sums)
     env.reset(2, seed=3)
-    b = simulate(env, BENS(n_arms=2, horizon=T, L=6.3, one_armed=True, static_mean=env.static_means()), T, n_runs=2, seed=5, n_checkpoints=50)
+    b = simulate(env, policy, T, n_runs=2, seed=5, n_checkpoints=50, backend="python")
+    assert "optimal" in b.totals
     np.testing.assert_array_equal(a.rounds, b.rounds)
     np.testing.assert_allclose(a.regret, b.regret, atol=1e-9)
     np.testing.assert_array_equal(a.counts, b.counts)
@@ -200,10 +206,10 @@ def test_one_armed_be_on_constant_arms_matches_the_per_epoch_bounds():
     T = 200_000
     good = ClickCurveArms(grid=[[0.0, 0.0], [0.5, 0.5]], horizon=T, noise="rademacher")
     be = BudgetedExploration(n_arms=2, horizon=T, budget=60.0, epoch_length=20_000, one_armed=True, static_mean=0.0)
-    res = simulate_smooth(good, be, T, n_runs=4, seed=1)
+    res = simulate(good, be, T, n_runs=4, seed=1)
     assert res.final_regret.max() == 0.0  # mu_1 = +0.5 > 0: the budget is never spent (Lemma E.2)
     bad = ClickCurveArms(grid=[[0.0, 0.0], [-0.5, -0.5]], horizon=T, noise="rademacher")
-    res = simulate_smooth(bad, be, T, n_runs=4, seed=1)
+    res = simulate(bad, be, T, n_runs=4, seed=1)
     per_epoch = res.final_regret / 10
     # negative epochs cost at most B + 1 in reward; in pseudo-regret 0.5 per pull of arm 1, about (B+1)/0.5 pulls
     assert np.all(per_epoch <= 0.5 * (60 + 1) / 0.5 * 1.3) and np.all(per_epoch > 20)
@@ -215,7 +221,7 @@ def test_slope_check_instance_orders_be_s_below_be_ns():
     out = {}
     for name, cls, L in (("BE-S", BES, 98.7), ("BE-NS", BENS, 6.28)):
         env.reset(6, seed=11)
-        out[name] = simulate_smooth(env, cls(n_arms=2, horizon=T, L=L, one_armed=True, static_mean=env.static_means()), T, n_runs=6, seed=(np.random.SeedSequence(11), np.random.SeedSequence(12))).final_regret
+        out[name] = simulate(env, cls(n_arms=2, horizon=T, L=L, one_armed=True, static_mean=env.static_means()), T, n_runs=6, seed=(np.random.SeedSequence(11), np.random.SeedSequence(12))).final_regret
     # spec calibration at 1e6: BE-S ~14.1k, BE-NS ~20.8k
     assert out["BE-S"].mean() < 0.85 * out["BE-NS"].mean()
     assert 8_000 < out["BE-S"].mean() < 20_000 and 14_000 < out["BE-NS"].mean() < 30_000

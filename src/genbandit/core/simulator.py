@@ -1,8 +1,24 @@
-"""The simulator: one policy against one environment, ``n_runs`` independent runs in lock step.
+"""The engine: one loop plays a policy against an environment, ``n_runs`` runs in lock step.
 
-This is the only place regret is accumulated. Environments report the instantaneous
-pseudo-regret of each run's action; the simulator sums it, records the sums at checkpoints,
-counts pulls and times the loop.
+Every experiment of genbandit goes through :func:`simulate`. It keeps one book: the sums of the
+environment's instantaneous pseudo-regret and reward, the pulls, and every key of ``Step.info``,
+recorded cumulatively at the checkpoints of :func:`checkpoint_grid`. What the families need beyond
+the plain loop is a small option of the same loop, never a copy of it:
+
+- ``stop``: a callable giving, before each round, the runs that are done (for example a
+  speculative-decoding environment whose response is complete). Done runs stop counting (no
+  regret, reward, info or pulls), their ``stopping_time`` is the rounds they counted, and the loop
+  ends when every run is done (or at ``horizon``).
+- per-round quantities: each ``Step.info`` key is summed and recorded at the checkpoints in
+  ``SimulationResult.curves`` (``totals`` holds the final sums).
+- rewards outside the policy's declared ``reward_range`` are refused with the same error
+  :meth:`Policy.update` raises.
+- compiled backends: a policy that has a compiled loop for an environment returns it from its
+  public ``compiled_loop(env)`` method (``None`` otherwise). ``backend="auto"`` runs it when no
+  stop condition is asked for; ``"python"`` forces the plain loop, ``"compiled"`` requires the
+  compiled one. A compiled loop takes the freshly reset environment and policy and the checkpoint
+  rounds and returns ``(regret_at, reward_at, counts)``; each one is tested round for round against
+  the plain loop on the same random numbers.
 """
 
 from __future__ import annotations
@@ -10,15 +26,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from numbers import Integral
+from typing import Callable
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from .base import Environment, Policy
 from .rng import spawn_seeds
-from .validation import InvalidParameterError
+from .validation import InvalidInputError, InvalidParameterError
 
-__all__ = ["SimulationResult", "simulate", "checkpoint_grid"]
+__all__ = ["SimulationResult", "simulate", "checkpoint_grid", "BACKEND_CHOICES"]
+
+BACKEND_CHOICES = ("auto", "python", "compiled")
 
 
 def checkpoint_grid(horizon: int, n_points: int = 200) -> np.ndarray:
@@ -41,7 +60,11 @@ class SimulationResult:
 
     ``rounds`` ``(n_checkpoints,)``; ``regret`` and ``reward`` ``(n_runs, n_checkpoints)`` are
     cumulative; ``counts`` ``(n_runs, n_arms)`` pulls (units, for allocations); ``totals`` maps
-    each key of the environment's ``Step.info`` to its per-run sum ``(n_runs,)``.
+    each key of the environment's ``Step.info`` to its per-run sum ``(n_runs,)`` and ``curves`` to
+    its cumulative sum at the checkpoints ``(n_runs, n_checkpoints)``; ``stopping_time``
+    ``(n_runs,)`` the rounds each run counted (``horizon`` unless a stop condition ended it);
+    ``policy_seconds`` ``(n_checkpoints,)`` the wall time spent in the policy's ``select`` and
+    ``update`` alone (the environment excluded), cumulative at the checkpoints (plain loop only).
     """
 
     horizon: int
@@ -52,6 +75,9 @@ class SimulationResult:
     counts: np.ndarray
     wall_time: float
     totals: dict[str, np.ndarray] = field(default_factory=dict)
+    curves: dict[str, np.ndarray] = field(default_factory=dict)
+    stopping_time: np.ndarray | None = None
+    policy_seconds: np.ndarray | None = None
 
     @property
     def final_regret(self) -> np.ndarray:
@@ -60,6 +86,30 @@ class SimulationResult:
     @property
     def pulls_per_second(self) -> float:
         return self.n_runs * self.horizon / max(self.wall_time, 1e-12)
+
+
+def _check_setup(env: Environment, policy: Policy, horizon: int) -> None:
+    if not isinstance(horizon, Integral) or isinstance(horizon, bool) or horizon < 1:
+        raise InvalidParameterError(f"horizon must be a positive int. Got {horizon!r} instead.")
+    if env.max_horizon is not None and horizon > env.max_horizon:
+        raise InvalidParameterError(f"horizon {horizon} exceeds what {type(env).__name__} can play ({env.max_horizon} rounds).")
+    if policy.action_kind != env.action_kind:
+        raise InvalidParameterError(f"{type(policy).__name__} plays {policy.action_kind} actions but {type(env).__name__} takes {env.action_kind} actions.")
+    if policy.contextual and env.context_dim is None:
+        raise InvalidParameterError(f"{type(policy).__name__} needs contexts, which {type(env).__name__} does not produce.")
+
+
+def _pick_loop(env: Environment, policy: Policy, backend: str, stop) -> Callable | None:
+    """The compiled loop to run, or ``None`` for the plain one."""
+    if backend not in BACKEND_CHOICES:
+        raise InvalidParameterError(f"backend must be one of {', '.join(BACKEND_CHOICES)}. Got {backend!r} instead.")
+    if backend == "python":
+        return None
+    offer = getattr(policy, "compiled_loop", None)
+    loop = offer(env) if callable(offer) and stop is None else None
+    if backend == "compiled" and loop is None:
+        raise InvalidParameterError(f"{type(policy).__name__} has no compiled loop for {type(env).__name__}" + (" with a stop condition." if stop is not None else "."))
+    return loop
 
 
 def simulate(
@@ -72,71 +122,135 @@ def simulate(
     n_checkpoints: int = 200,
     progress: bool = False,
     description: str | None = None,
+    stop: Callable[[], np.ndarray] | None = None,
+    backend: str = "auto",
 ) -> SimulationResult:
     """Run ``policy`` on ``env`` for ``horizon`` rounds in ``n_runs`` runs at once.
 
     The environment and the policy get independent streams derived from ``seed``, so the same
     seed gives the same numbers bit for bit. A pair ``(env_seed, policy_seed)`` seeds them
     separately: the experiment runner gives every policy of a scenario the same environment seed,
-    so policies are compared on the same draws (common random numbers).
+    so policies are compared on the same draws (common random numbers). ``stop`` and ``backend``
+    as in the module docstring.
 
     >>> from genbandit import BernoulliArms, UCB1, simulate
     >>> result = simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=1000, n_runs=4, seed=0)
     >>> result.regret.shape == (4, len(result.rounds)), bool(result.final_regret.mean() < 40)
     (True, True)
     """
-    if not isinstance(horizon, Integral) or isinstance(horizon, bool) or horizon < 1:
-        raise InvalidParameterError(f"horizon must be a positive int. Got {horizon!r} instead.")
-    if env.max_horizon is not None and horizon > env.max_horizon:
-        raise InvalidParameterError(f"horizon {horizon} exceeds what {type(env).__name__} can play ({env.max_horizon} rounds).")
-    if policy.action_kind != env.action_kind:
-        raise InvalidParameterError(f"{type(policy).__name__} plays {policy.action_kind} actions but {type(env).__name__} takes {env.action_kind} actions.")
-    if policy.contextual and env.context_dim is None:
-        raise InvalidParameterError(f"{type(policy).__name__} needs contexts, which {type(env).__name__} does not produce.")
+    _check_setup(env, policy, horizon)
     env_seed, policy_seed = seed if isinstance(seed, tuple) else spawn_seeds(seed, 2)
     env.reset(n_runs, seed=env_seed)
     policy.reset(n_runs, seed=policy_seed)
     if env.n_arms != policy.n_arms:
         raise InvalidParameterError(f"{type(policy).__name__} has {policy.n_arms} arms but {type(env).__name__} has {env.n_arms}.")
-
     rounds = checkpoint_grid(int(horizon), n_checkpoints)
-    regret_at = np.empty((n_runs, rounds.size))
-    reward_at = np.empty((n_runs, rounds.size))
-    cum_regret = np.zeros(n_runs)
-    cum_reward = np.zeros(n_runs)
-    counts = np.zeros((n_runs, env.n_arms), dtype=np.int64)
-    totals: dict[str, np.ndarray] = {}
-    rows = np.arange(n_runs)
-    allocation = policy.action_kind == "allocation"
+    loop = _pick_loop(env, policy, backend, stop)
+    start = time.perf_counter()
+    if loop is not None:
+        regret_at, reward_at, counts = loop(env, policy, rounds)
+        wall = time.perf_counter() - start
+        return SimulationResult(
+            horizon=int(horizon), n_runs=n_runs, rounds=rounds, regret=regret_at, reward=reward_at, counts=counts, wall_time=wall,
+            stopping_time=np.full(n_runs, int(horizon), dtype=np.int64),
+        )  # fmt: skip
+    book = _Book(rounds, n_runs, env.n_arms, policy)
     bar = tqdm(total=horizon, desc=description, disable=not progress, leave=False, unit="round", mininterval=0.5)
     tick = max(horizon // 200, 1)
-    next_checkpoint = 0
-
-    start = time.perf_counter()
+    allocation = policy.action_kind == "allocation"
     for t in range(1, horizon + 1):
+        active = None
+        if stop is not None:
+            done = np.asarray(stop(), dtype=bool)
+            if done.all():
+                break
+            active = ~done
         contexts = env._observe()
+        tic = time.perf_counter()
         actions = policy._select(contexts)
+        spent = time.perf_counter() - tic
         step = env._advance(actions)
+        book.check_reward(step.feedback)
+        tic = time.perf_counter()
         policy._learn(actions, step.feedback, contexts)
-        cum_regret += step.regret
-        cum_reward += step.reward
-        if allocation:
-            counts += actions
-        else:
-            counts[rows, actions] += 1
-        for key, value in step.info.items():
-            if key in totals:
-                totals[key] += value
-            else:
-                totals[key] = np.array(value, dtype=float)
-        if t == rounds[next_checkpoint]:
-            regret_at[:, next_checkpoint] = cum_regret
-            reward_at[:, next_checkpoint] = cum_reward
-            next_checkpoint += 1
+        book.policy_time += spent + (time.perf_counter() - tic)
+        book.add(t, actions, step, allocation, active)
         if t % tick == 0:
             bar.update(tick)
     wall = time.perf_counter() - start
     bar.close()
-    return SimulationResult(
-        horizon=int(horizon), n_runs=n_runs, rounds=rounds, regret=regret_at, reward=reward_at, counts=counts, wall_time=wall, totals=totals
-    )
+    return book.result(int(horizon), wall)
+
+
+class _Book:
+    """The regret book of the plain loop: running sums, pulls, info keys, checkpoint records."""
+
+    def __init__(self, rounds: np.ndarray, n_runs: int, n_arms: int, policy: Policy) -> None:
+        self.rounds = rounds
+        self.n_runs = n_runs
+        self.rows = np.arange(n_runs)
+        self.regret = np.zeros(n_runs)
+        self.reward = np.zeros(n_runs)
+        self.counts = np.zeros((n_runs, n_arms), dtype=np.int64)
+        self.stopping_time = np.zeros(n_runs, dtype=np.int64)
+        self.regret_at = np.empty((n_runs, rounds.size))
+        self.reward_at = np.empty((n_runs, rounds.size))
+        self.policy_time = 0.0
+        self.policy_time_at = np.empty(rounds.size)
+        self.totals: dict[str, np.ndarray] = {}
+        self.curves: dict[str, np.ndarray] = {}
+        self.next = 0
+        self.owner = type(policy).__name__
+        self.reward_range = policy.reward_range
+
+    def check_reward(self, feedback) -> None:
+        """Refuse rewards outside the policy's ``reward_range``, as ``Policy.update`` does."""
+        if self.reward_range is None or not isinstance(feedback, np.ndarray):
+            return
+        lo, hi = self.reward_range
+        if np.any((feedback < lo) | (feedback > hi)):
+            raise InvalidInputError(f"The reward of {self.owner} must lie in [{lo}, {hi}]. Got {feedback.tolist()} instead.")
+
+    def add(self, t: int, actions: np.ndarray, step, allocation: bool, active: np.ndarray | None) -> None:
+        if active is None:
+            self.regret += step.regret
+            self.reward += step.reward
+            if allocation:
+                self.counts += actions
+            else:
+                self.counts[self.rows, actions] += 1
+            self.stopping_time += 1
+            info = step.info
+        else:
+            self.regret += np.where(active, step.regret, 0.0)
+            self.reward += np.where(active, step.reward, 0.0)
+            if allocation:
+                self.counts += actions * active[:, None]
+            else:
+                self.counts[self.rows[active], actions[active]] += 1
+            self.stopping_time += active
+            info = {key: np.where(active, value, 0.0) for key, value in step.info.items()}
+        for key, value in info.items():
+            if key in self.totals:
+                self.totals[key] += value
+            else:
+                self.totals[key] = np.array(value, dtype=float)
+                self.curves[key] = np.zeros((self.n_runs, self.rounds.size))
+        if t == self.rounds[self.next]:
+            self._record(self.next, self.next + 1)
+
+    def _record(self, first: int, last: int) -> None:
+        self.regret_at[:, first:last] = self.regret[:, None]
+        self.reward_at[:, first:last] = self.reward[:, None]
+        self.policy_time_at[first:last] = self.policy_time
+        for key, total in self.totals.items():
+            self.curves[key][:, first:last] = total[:, None]
+        self.next = last
+
+    def result(self, horizon: int, wall: float) -> SimulationResult:
+        if self.next < self.rounds.size:  # stopped early: the sums hold from here to the horizon
+            self._record(self.next, self.rounds.size)
+        return SimulationResult(
+            horizon=horizon, n_runs=self.n_runs, rounds=self.rounds, regret=self.regret_at, reward=self.reward_at, counts=self.counts,
+            wall_time=wall, totals=self.totals, curves=self.curves, stopping_time=self.stopping_time, policy_seconds=self.policy_time_at,
+        )  # fmt: skip

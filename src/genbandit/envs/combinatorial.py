@@ -58,6 +58,10 @@ class _AllocationEnvironment(Environment):
         """The action set as a policy takes it (``{"kind": "transport", ...}``)."""
         return self.space.spec()
 
+    def policy_arguments(self) -> dict:
+        """Constructor arguments a policy may take from this environment: its ``action_set``."""
+        return {"action_set": self.action_set}
+
     def sample_actions(self, rng: np.random.Generator, n_runs: int) -> np.ndarray:
         """Random feasible allocations ``(n_runs, n_arms)`` (uniform over the set when it can be listed)."""
         plans = self.space.plans()

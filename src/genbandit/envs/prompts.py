@@ -163,6 +163,10 @@ class PromptReplay(Environment):
         self._resp = np.zeros(n_runs, dtype=np.int64)
         self._drawn_for = -1
 
+    def policy_arguments(self) -> dict:
+        """Constructor arguments a policy may take from this environment: ``arm``, the best single model (the one-arm oracle's)."""
+        return {"arm": self.best_single_arm}
+
     @property
     def best_single_arm(self) -> int:
         """The model with the highest mean score over the prompt table (the one-arm oracle's arm)."""

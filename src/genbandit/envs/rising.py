@@ -88,6 +88,10 @@ class _RestedCurves(Environment):
         tail = max(1, self.horizon // 20)
         return int(self._table[:, self.horizon - tail : self.horizon].mean(axis=1).argmax())
 
+    def diagnostics(self) -> dict:
+        """The oracle arms a report compares with: ``best_arm`` (fixed, over the horizon) and ``best_final_arm`` (converged)."""
+        return {"best_arm": self.best_arm, "best_final_arm": self.best_final_arm}
+
     def mean_rewards(self) -> np.ndarray:
         """Expected reward of every arm's next pull, ``(n_runs, n_arms)``."""
         if not hasattr(self, "_counts"):

@@ -88,6 +88,29 @@ class _SmoothArms(Environment):
         """(kind, params ``(n_runs, 3)``, grid ``(g, n_arms, G)``) for the compiled loops."""
         raise NotImplementedError
 
+    def policy_arguments(self) -> dict:
+        """Constructor arguments a policy may take from this environment (after ``reset``).
+
+        ``L1``/``L2``: the Hölder constants sup |mu'| and sup |mu''| (a policy parameter ``L = "L1"``
+        takes the value); ``static_mean``: the static arm's mean per run (the one-armed BE, where the
+        environment has a static arm); ``reward_min``/``reward_max``: the reward range of the noise;
+        ``scale``: the UCB bonus scale for that range.
+        """
+        l1, l2 = self.holder_constants()
+        rademacher = self.noise == "rademacher"
+        offered = {"L1": l1, "L2": l2, "reward_min": -1.0 if rademacher else 0.0, "reward_max": 1.0, "scale": 2.0 if rademacher else 1.0}
+        if hasattr(self, "static_means"):
+            offered["static_mean"] = self.static_means()
+        return offered
+
+    def diagnostics(self) -> dict:
+        """Facts a report reads beside the regret: the Hölder constants (sup |mu'|, sup |mu''|)."""
+        return {"holder_constants": list(self.holder_constants())}
+
+    def draw_uniforms(self, n_rounds: int) -> np.ndarray:
+        """The uniforms the next ``n_rounds`` rounds' rewards use, ``(n_runs, n_rounds)`` (for the compiled loops)."""
+        return self._rng.random((n_rounds, self._n_runs)).T
+
 
 @register_environment("sinusoid-arms")
 class SinusoidArms(_SmoothArms):

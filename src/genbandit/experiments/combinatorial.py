@@ -1,4 +1,5 @@
-"""``reproduce mp-csb``: the unit runner that hands the action set to the policy, and the report hook.
+"""``reproduce mp-csb``: the report hook (units are the standard ones; the policies take the action set
+from the environment's ``policy_arguments()``).
 
 The hook draws the paper's Figures 1 and 2 (mean and 95% band), the scaling table
 (multi-play against duplicated), the knapsack comparison, and checks the issue's acceptance
@@ -7,21 +8,15 @@ criteria and the paper's claims on the numbers of this run.
 
 from __future__ import annotations
 
-import inspect
 import math
-import time
-import traceback
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core.registry import POLICIES
-from ..core.simulator import simulate
-from .metrics import compute_metric
-from .report import ReportContext, format_mean
-from .units import Unit, UnitResult, build_environment
+from .report import ReportContext
+from .units import UnitResult
 
-__all__ = ["run_unit", "report"]
+__all__ = ["report"]
 
 PAPER_POLICIES = ("GenCTS", "CTS-dup", "GenLBINFV", "LBINFV-dup")
 STYLE = {
@@ -33,30 +28,6 @@ STYLE = {
     "LBINFV-dup-GD": ("tab:red", "--"),
     "CUCB": ("tab:gray", ":"),
 }
-
-
-def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
-    """Like the default unit, but the policy also receives the environment's ``action_set``."""
-    start = time.perf_counter()
-    try:
-        env = build_environment(unit.scenario, unit.horizon)
-        cls = POLICIES.get(unit.policy.policy)
-        accepted = inspect.signature(cls.__init__).parameters
-        params = {"n_arms": env.n_arms, "action_set": env.action_set, **unit.policy.params}
-        if "horizon" in accepted:
-            params.setdefault("horizon", unit.horizon)
-        policy = cls(**params)
-        result = simulate(
-            env, policy, unit.horizon, n_runs=unit.scenario.n_runs, seed=unit.seeds(), n_checkpoints=unit.n_checkpoints,
-            progress=progress, description=f"{unit.scenario_name} / {unit.policy.label}",
-        )
-        metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
-        return UnitResult.from_simulation(unit, result, metrics, extras={"counts": result.counts.sum(axis=0).tolist()})
-    except Exception:  # noqa: BLE001 - a failure is reported as data, like the default runner
-        return UnitResult(
-            unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=unit.horizon,
-            n_runs=unit.scenario.n_runs, wall_time=time.perf_counter() - start, error=traceback.format_exc(),
-        )
 
 
 def _results(ctx: ReportContext, scenario: str) -> dict[str, UnitResult]:

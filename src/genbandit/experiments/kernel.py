@@ -1,12 +1,10 @@
 """``reproduce pak-ucb``: runners and the report hook for prompt-aware model selection (Hu, Leung & Farnia 2025).
 
-Two custom runners (``runner = "genbandit.experiments.kernel:..."`` in the config):
-
-- :func:`curve_unit` runs the simulator as usual and also records the OtB and OPR curves
-  against rounds (the paper's figures), by tapping the environment's ``Step.info``; a
-  ``best-single`` policy without an ``arm`` gets the environment's best single model.
-- :func:`runtime_unit` times ``select`` + ``update`` alone (the environment excluded) per block
-  of rounds, with BLAS pinned to one thread, for the run-time comparison (Figure 20).
+The curve scenarios are standard units: the OtB and OPR curves against rounds (the paper's figures)
+come from the ``Step.info`` sums the engine records at its checkpoints, and a ``best-single``
+policy without an ``arm`` takes the environment's best single model from its ``policy_arguments()``.
+One runner of its own, :func:`runtime_unit`, times ``select`` + ``update`` alone (the environment
+excluded) per block of rounds, with BLAS pinned to one thread, for the run-time comparison (Figure 20).
 
 The hook :func:`report` draws the curves, the run-time curve, the headroom analysis of the real
 streams (how much any router could gain over the best single model) and the acceptance checks.
@@ -15,152 +13,46 @@ streams (how much any router could gain over the best single model) and the acce
 from __future__ import annotations
 
 import math
-import time
-from typing import Any
 
 import numpy as np
 
-from ..core.base import Environment, Step
 from ..core.simulator import simulate
 from .metrics import compute_metric
 from .report import ReportContext, format_mean
 from .units import Unit, UnitResult, build_environment, build_policy
 
-__all__ = ["curve_unit", "runtime_unit", "report", "headroom"]
-
-
-class _Tap(Environment):
-    """Delegates to ``inner`` and keeps per-round cumulative sums of ``reward`` and the info keys it reports."""
-
-    name = "tap"
-
-    def __init__(self, inner: Environment, seed=None) -> None:
-        self.inner = inner
-        self.seed = seed
-
-    @property
-    def n_arms(self) -> int:
-        return self.inner.n_arms
-
-    @property
-    def context_dim(self) -> int | None:
-        return self.inner.context_dim
-
-    @property
-    def max_horizon(self) -> int | None:
-        return self.inner.max_horizon
-
-    def reset(self, n_runs: int = 1, *, seed: Any = None) -> "_Tap":
-        self.inner.reset(n_runs, seed=seed)
-        self._n_runs, self._t, self._rng = n_runs, 0, self.inner._rng
-        self._trace: dict[str, list[np.ndarray]] = {"reward": []}
-        return self
-
-    def _init_state(self, n_runs: int) -> None:  # pragma: no cover - reset is overridden
-        pass
-
-    def _observe(self) -> np.ndarray | None:
-        return self.inner._observe()
-
-    def _step(self, actions: np.ndarray) -> Step:
-        step = self.inner._advance(actions)
-        self._trace["reward"].append(np.asarray(step.reward, dtype=float))
-        for key, value in step.info.items():
-            self._trace.setdefault(key, []).append(np.asarray(value, dtype=float))
-        return step
-
-    def curve(self, key: str, rounds: np.ndarray) -> np.ndarray:
-        """Running mean of ``key`` at ``rounds`` (1-based), ``(n_runs, len(rounds))``."""
-        cum = np.cumsum(np.stack(self._trace[key], axis=1), axis=1)
-        return cum[:, rounds - 1] / rounds
-
-
-def _policy_spec(unit: Unit, env: Environment):
-    """The unit's policy spec; a best-single policy without an ``arm`` gets the environment's best single model."""
-    from dataclasses import replace
-
-    spec = unit.policy
-    if spec.policy.replace("-", "").lower() in ("bestsingle", "onearmoracle") and "arm" not in spec.params:
-        return replace(spec, params={**spec.params, "arm": int(env.best_single_arm)})
-    return spec
-
-
-def curve_unit(unit: Unit, progress: bool = False) -> UnitResult:
-    """Simulate one unit and record OtB(t) and OPR(t) (mean over runs) in ``extras``."""
-    inner = build_environment(unit.scenario, unit.horizon)
-    spec = _policy_spec(unit, inner)
-    env = _Tap(inner)
-    policy = build_policy(spec, inner, unit.horizon)
-    result = simulate(env, policy, unit.horizon, n_runs=unit.scenario.n_runs, seed=unit.seeds(), n_checkpoints=unit.n_checkpoints,
-                      progress=progress, description=f"{unit.scenario_name} / {unit.policy.label}")
-    metrics = {name: compute_metric(name, result, inner, policy) for name in unit.metrics}
-    rounds = result.rounds
-    otb = env.curve("reward", rounds) - env.curve("best_single_reward", rounds)
-    opr = env.curve("optimal", rounds)
-    extras = {
-        "counts": result.counts.sum(axis=0).tolist(),
-        "curve_rounds": rounds.tolist(),
-        "otb_curve": otb.mean(axis=0).tolist(),
-        "opr_curve": opr.mean(axis=0).tolist(),
-        "arm": spec.params.get("arm"),
-    }
-    return UnitResult.from_simulation(unit, result, metrics, extras=extras)
+__all__ = ["runtime_unit", "report", "headroom"]
 
 
 def runtime_unit(unit: Unit, progress: bool = False) -> UnitResult:
-    """Time ``select`` + ``update`` per round (environment excluded), one run, BLAS on one thread.
+    """Time ``select`` + ``update`` per block of rounds (the environment excluded), one run, BLAS on one thread.
 
-    ``extras["block_rounds"]`` are the ends of 20 equal blocks of rounds and
-    ``extras["ms_per_round"]`` the mean milliseconds per round in each block.
+    The loop is :func:`~genbandit.core.simulator.simulate`'s, which books the policy's own time at
+    its checkpoints; ``extras["block_rounds"]`` are the checkpoints closing 20 equal blocks of rounds
+    and ``extras["ms_per_round"]`` the mean milliseconds per round in each block.
     """
     from threadpoolctl import threadpool_limits
 
     env = build_environment(unit.scenario, unit.horizon)
     policy = build_policy(unit.policy, env, unit.horizon)
-    env_seed, policy_seed = unit.seeds()
-    env.reset(1, seed=env_seed)
-    policy.reset(1, seed=policy_seed)
     T = unit.horizon
     n_blocks = min(20, T)
-    edges = np.linspace(0, T, n_blocks + 1).astype(int)
-    spent = np.zeros(n_blocks)
-    optimal = 0.0
-    reward = 0.0
-    regret = 0.0
-    best_single = 0.0
-    block = 0
-    cum_reward = np.zeros((1, n_blocks))
-    cum_regret = np.zeros((1, n_blocks))
     with threadpool_limits(1):
-        for t in range(T):
-            while t >= edges[block + 1]:
-                block += 1
-            ctx = env._observe()
-            start = time.perf_counter()
-            action = policy._select(ctx)
-            mid = time.perf_counter()
-            step = env._advance(action)
-            again = time.perf_counter()
-            policy._learn(action, step.feedback, ctx)
-            spent[block] += (mid - start) + (time.perf_counter() - again)
-            optimal += float(step.info["optimal"][0])
-            reward += float(step.reward[0])
-            regret += float(step.regret[0])
-            best_single += float(step.info["best_single_reward"][0])
-            if t + 1 == edges[block + 1]:
-                cum_reward[0, block], cum_regret[0, block] = reward, regret
+        result = simulate(env, policy, T, n_runs=1, seed=unit.seeds(), n_checkpoints=2 * n_blocks, progress=progress,
+                          description=f"{unit.scenario_name} / {unit.policy.label}")
+    ends = np.unique(np.searchsorted(result.rounds, np.linspace(0, T, n_blocks + 1).astype(int)[1:]))
+    block_rounds = result.rounds[ends]
+    spent = result.policy_seconds[ends]
     metrics = {
-        "opr": [optimal / T],
-        "otb": [(reward - best_single) / T],
-        "mean_reward": [reward / T],
-        "seconds_per_decision": spent.sum() / T,
-        "total_seconds": spent.sum(),
+        **{name: compute_metric(name, result, env, policy) for name in ("opr", "otb", "mean_reward")},
+        "seconds_per_decision": spent[-1] / T,
+        "total_seconds": spent[-1],
     }
-    extras = {"block_rounds": edges[1:].tolist(), "ms_per_round": (1e3 * spent / np.diff(edges)).tolist()}
+    extras = {"block_rounds": block_rounds.tolist(), "ms_per_round": (1e3 * np.diff(spent, prepend=0.0) / np.diff(block_rounds, prepend=0)).tolist()}
     return UnitResult(unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=T, n_runs=1,
-                      rounds=edges[1:].astype(np.int64), regret=cum_regret, reward=cum_reward,
+                      rounds=block_rounds, regret=result.regret[:, ends], reward=result.reward[:, ends],
                       metrics={k: np.atleast_1d(np.asarray(v, dtype=float)).tolist() for k, v in metrics.items()},
-                      extras=extras, wall_time=float(spent.sum()))
+                      extras=extras, wall_time=float(spent[-1]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,10 +101,6 @@ def headroom(X: np.ndarray, U: np.ndarray, n_folds: int = 5, alphas: tuple[float
 # ---------------------------------------------------------------------------------------------
 # Report hook
 # ---------------------------------------------------------------------------------------------
-def _base(name: str) -> str:
-    return name.split(":T=")[0]
-
-
 def _value(ctx: ReportContext, scenario: str, policy: str, metric: str) -> float | None:
     rec = ctx.metric(scenario, policy, metric)
     return None if rec is None else rec["mean"]
@@ -221,7 +109,7 @@ def _value(ctx: ReportContext, scenario: str, policy: str, metric: str) -> float
 def _curves(ctx: ReportContext) -> None:
     import matplotlib.pyplot as plt
 
-    curve_results = [r for r in ctx.results if r.error is None and "otb_curve" in r.extras]
+    curve_results = [r for r in ctx.results if r.error is None and "best_single_reward" in r.extras.get("info_curves", {})]
     scenarios = list(dict.fromkeys(r.scenario for r in curve_results))
     if not scenarios:
         return
@@ -229,9 +117,9 @@ def _curves(ctx: ReportContext) -> None:
     for scenario in scenarios:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for r in (r for r in curve_results if r.scenario == scenario):
-            x = np.asarray(r.extras["curve_rounds"])
-            axes[0].plot(x, r.extras["otb_curve"], label=r.policy)
-            axes[1].plot(x, r.extras["opr_curve"], label=r.policy)
+            info = {key: np.asarray(curve) for key, curve in r.extras["info_curves"].items()}
+            axes[0].plot(r.rounds, (r.reward.mean(axis=0) - info["best_single_reward"]) / r.rounds, label=r.policy)
+            axes[1].plot(r.rounds, info["optimal"] / r.rounds, label=r.policy)
         axes[0].axhline(0, color="k", lw=0.8)
         axes[0].set_ylabel("OtB(t): mean score minus best single model's")
         axes[1].set_ylabel("OPR(t): share of rounds on the prompt's best model")

@@ -84,3 +84,17 @@ def _best_arm_rate(result, env, policy):
     if means is None:
         raise InvalidParameterError("best_arm_rate needs an environment with mean_rewards().")
     return (result.counts.argmax(axis=1) == np.asarray(means).argmax(axis=1)).astype(float)
+
+
+@register_metric("best_final_arm_rate", "share of runs whose most-pulled arm has the best converged expected reward")
+def _best_final_arm_rate(result, env, policy):
+    if not hasattr(env, "best_final_arm"):
+        raise InvalidParameterError("best_final_arm_rate needs a rested rising environment (genbandit.envs.rising).")
+    return (result.counts.argmax(axis=1) == env.best_final_arm).astype(float)
+
+
+@register_metric("best_fixed_arm_rate", "share of runs whose most-pulled arm is the best fixed arm over the horizon")
+def _best_fixed_arm_rate(result, env, policy):
+    if not hasattr(env, "best_arm"):
+        raise InvalidParameterError("best_fixed_arm_rate needs a rested rising environment (genbandit.envs.rising).")
+    return (result.counts.argmax(axis=1) == env.best_arm).astype(float)

@@ -1,4 +1,7 @@
-"""``reproduce ti-ucb``: the unit runner (records per-run pulls and TI-UCB's resets) and the report hook.
+"""``reproduce ti-ucb``: the report hook.
+
+Units are the standard ones: the environment's ``diagnostics()`` give the oracle arms and TI-UCB's and
+Ser4's the resets per run, which ``run_unit`` keeps in ``extras`` beside the pulls of every run.
 
 The hook sets the paper's qualitative claims beside our numbers, checks the issue's acceptance
 criteria and writes where our results differ from the paper's.
@@ -6,56 +9,11 @@ criteria and writes where our results differ from the paper's.
 
 from __future__ import annotations
 
-import time
-import traceback
-
 import numpy as np
 
-from ..core.simulator import simulate
-from ..core.validation import InvalidParameterError
-from .metrics import compute_metric, register_metric
 from .report import ReportContext, format_mean
-from .units import Unit, UnitResult, build_environment, build_policy
 
-__all__ = ["run_unit", "report"]
-
-
-@register_metric("best_final_arm_rate", "share of runs whose most-pulled arm has the best converged expected reward")
-def _best_final_arm_rate(result, env, policy):
-    if not hasattr(env, "best_final_arm"):
-        raise InvalidParameterError("best_final_arm_rate needs a rested rising environment (genbandit.envs.rising).")
-    return (result.counts.argmax(axis=1) == env.best_final_arm).astype(float)
-
-
-@register_metric("best_fixed_arm_rate", "share of runs whose most-pulled arm is the best fixed arm over the horizon")
-def _best_fixed_arm_rate(result, env, policy):
-    if not hasattr(env, "best_arm"):
-        raise InvalidParameterError("best_fixed_arm_rate needs a rested rising environment (genbandit.envs.rising).")
-    return (result.counts.argmax(axis=1) == env.best_arm).astype(float)
-
-
-def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
-    """The standard unit, plus extras: per-run pull counts, the oracle arms, TI-UCB's reset counts."""
-    start = time.perf_counter()
-    try:
-        env = build_environment(unit.scenario, unit.horizon)
-        policy = build_policy(unit.policy, env, unit.horizon)
-        result = simulate(env, policy, unit.horizon, n_runs=unit.scenario.n_runs, seed=unit.seeds(),
-                          n_checkpoints=unit.n_checkpoints, progress=progress,
-                          description=f"{unit.scenario_name} / {unit.policy.label}")
-        metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
-        extras = {
-            "counts": result.counts.sum(axis=0).tolist(),
-            "counts_per_run": result.counts.tolist(),
-            "best_arm": env.best_arm,
-            "best_final_arm": env.best_final_arm,
-        }
-        if hasattr(policy, "_resets"):
-            extras["resets_per_run"] = np.asarray(policy._resets).reshape(result.n_runs, -1).sum(axis=1).tolist()
-        return UnitResult.from_simulation(unit, result, metrics, extras=extras)
-    except Exception:  # noqa: BLE001 - a failed unit is reported, not raised
-        return UnitResult(unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=unit.horizon,
-                          n_runs=unit.scenario.n_runs, wall_time=time.perf_counter() - start, error=traceback.format_exc())
+__all__ = ["report"]
 
 
 _SW = ("SW-UCB", "SW-TS", "SW-KL-UCB")

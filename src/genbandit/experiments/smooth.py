@@ -1,33 +1,24 @@
-"""``reproduce smooth``: the compiled unit runner and the report hook (log-log slopes, paper table).
+"""``reproduce smooth``: the report hook (log-log slopes, the paper's table beside ours).
 
-Scenarios of ``configs/smooth.toml`` name ``runner = "genbandit.experiments.smooth:run_compiled"``:
-each unit runs :func:`~genbandit.policies._smooth_numba.simulate_smooth` (numba, runs split across
-cores) and returns the standard :class:`~genbandit.experiments.units.UnitResult`.
-
-Scenario ``params`` are the environment's, plus two keys the runner takes for itself:
-``max_rounds_per_unit`` (runs at horizon T are ``min(n_runs, max(min_runs, max_rounds_per_unit // T))``,
-so the longest horizons run fewer instances) and ``min_runs``. Policy params may say ``L = "L1"`` or
-``L = "L2"``: the environment's Hölder constants (sup |mu'|, sup |mu''|). For the one-armed BE
-(``one_armed = true``) the runner passes the environment's static-arm means; Rexp3's reward range and
-the UCBs' ``scale`` follow the environment's noise unless given.
+The units are the standard ones (:func:`~genbandit.experiments.units.run_unit`): ``simulate`` plays
+the smooth policies through their compiled loop. Scenario ``params`` may hold the run budget of
+:data:`~genbandit.experiments.units.RUN_BUDGET_KEYS` (the longest horizons run fewer instances);
+policy params may say ``L = "L1"`` or ``L = "L2"`` (the environment's Hölder constants), and the
+one-armed BE gets the environment's static-arm means, Rexp3 its reward range and the UCBs their
+bonus scale from the environment's ``policy_arguments()``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import math
 
 import numpy as np
 
-from ..core.registry import POLICIES
-from .metrics import compute_metric
 from .report import ReportContext, format_mean
-from .units import Unit, UnitResult, build_environment
+from .units import build_environment
 
-__all__ = ["run_compiled", "report", "fit_slope", "PAPER_SLOPES"]
+__all__ = ["report", "fit_slope", "PAPER_SLOPES"]
 
-_RUNNER_KEYS = ("max_rounds_per_unit", "min_runs")
 
 #: The paper's slopes as printed (label order in the text swapped, see docs/smooth.md) and the
 #: spec's log-corrected targets for the same T range (spec §6.2).
@@ -37,61 +28,6 @@ PAPER_SLOPES = {
     "ctr-standin": {"source": "Fig. 6 (Yahoo R6B smoothed, 1e6-1e8)", "BE-NS": 0.686, "BE-S": 0.620, "target": {"BE-NS": 0.6875, "BE-S": 0.625}},
     "slope-check": {"source": "spec §6.2 log-corrected targets (1e5-1e8)", "BE-NS": None, "BE-S": None, "target": {"BE-NS": 0.690, "BE-S": 0.627}},
 }
-
-
-def _n_runs(unit: Unit) -> int:
-    params = unit.scenario.params
-    budget = params.get("max_rounds_per_unit")
-    n = unit.scenario.n_runs
-    if budget:
-        n = min(n, max(int(params.get("min_runs", 2)), int(budget) // unit.horizon))
-    return max(n, 1)
-
-
-def _policy_params(unit: Unit, env) -> dict:
-    spec = unit.policy
-    cls = POLICIES.get(spec.policy)
-    accepted = inspect.signature(cls.__init__).parameters
-    params = dict(spec.params)
-    params.setdefault("n_arms", env.n_arms)
-    params.setdefault("horizon", unit.horizon)
-    if isinstance(params.get("L"), str):
-        l1, l2 = env.holder_constants()
-        params["L"] = {"L1": l1, "L2": l2}[params["L"]]
-    if params.get("one_armed"):
-        params.setdefault("static_mean", env.static_means())
-    rademacher = env.noise == "rademacher"
-    if "reward_min" in accepted:
-        params.setdefault("reward_min", -1.0 if rademacher else 0.0)
-        params.setdefault("reward_max", 1.0)
-    if "scale" in accepted:  # the UCB bonus scales with the reward range
-        params.setdefault("scale", 2.0 if rademacher else 1.0)
-    return params
-
-
-def run_compiled(unit: Unit, progress: bool = False) -> UnitResult:
-    """Custom unit runner: the compiled fused loop, the standard result.
-
-    ``run_unit`` calls this inside its own ``try``, so a failure still comes back as a result with
-    ``error`` set.
-    """
-    from ..policies._smooth_numba import simulate_smooth
-
-    n_runs = _n_runs(unit)
-    env_params = {k: v for k, v in unit.scenario.params.items() if k not in _RUNNER_KEYS}
-    env = build_environment(dataclasses.replace(unit.scenario, params=env_params), unit.horizon)
-    env_seed, _ = unit.seeds()
-    env.reset(n_runs, seed=env_seed)  # draws the instances (static means for the one-armed BE)
-    params = _policy_params(unit, env)
-    policy = POLICIES.create(unit.policy.policy, **params)
-    result = simulate_smooth(env, policy, unit.horizon, n_runs=n_runs, seed=unit.seeds(), n_checkpoints=unit.n_checkpoints)
-    metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
-    shown = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in params.items() if k not in ("static_mean", "seed")}
-    extras = {"counts": result.counts.sum(axis=0).tolist(), "params": shown, "holder_constants": list(env.holder_constants())}
-    for attr in ("budget_", "epoch_length_", "batch_", "gamma_", "window_", "discount_"):
-        if hasattr(policy, attr):
-            extras[attr.rstrip("_")] = float(getattr(policy, attr))
-    return UnitResult.from_simulation(unit, result, metrics, extras=extras)
 
 
 def fit_slope(horizons, regrets) -> float:
@@ -169,8 +105,7 @@ def report(ctx: ReportContext) -> None:
     for scenario in ctx.config.scenarios:
         if scenario.environment not in ("ctr-standin", "obd-click-curves", "obd-real"):
             continue
-        env_params = {k: v for k, v in scenario.params.items() if k not in _RUNNER_KEYS}
-        env = build_environment(dataclasses.replace(scenario, params=env_params), max(scenario.horizons))
+        env = build_environment(scenario, max(scenario.horizons))
         raw = np.asarray(env.grid, dtype=float)
         used = env.curves()
         x = np.linspace(0, 1, raw.shape[1])

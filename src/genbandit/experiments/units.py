@@ -27,7 +27,7 @@ from ..core.simulator import SimulationResult, simulate
 from .config import PolicySpec, ScenarioSpec
 from .metrics import compute_metric
 
-__all__ = ["Unit", "UnitResult", "run_unit", "build_environment", "build_policy", "stable_hash"]
+__all__ = ["Unit", "UnitResult", "run_unit", "build_environment", "build_policy", "unit_runs", "stable_hash", "RUN_BUDGET_KEYS"]
 
 
 def stable_hash(text: str) -> int:
@@ -177,45 +177,97 @@ def _import(path: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+#: Scenario ``params`` that set how many runs a unit plays rather than the environment:
+#: ``max_rounds_per_unit`` (runs at horizon T are ``min(n_runs, max(min_runs, max_rounds_per_unit // T))``,
+#: so the longest horizons of a sweep run fewer instances) and ``min_runs`` (default 2).
+RUN_BUDGET_KEYS = ("max_rounds_per_unit", "min_runs")
+
+
+def unit_runs(unit: Unit) -> int:
+    """How many runs ``unit`` plays: the scenario's ``n_runs``, capped by its run budget."""
+    params = unit.scenario.params
+    n = unit.scenario.n_runs
+    budget = params.get("max_rounds_per_unit")
+    if budget:
+        n = min(n, max(int(params.get("min_runs", 2)), int(budget) // unit.horizon))
+    return max(n, 1)
+
+
 def build_environment(scenario: ScenarioSpec, horizon: int) -> Environment:
     """The scenario's environment; ``horizon`` is passed when its constructor takes one."""
     cls = ENVIRONMENTS.get(scenario.environment)
-    params = dict(scenario.params)
+    params = {k: v for k, v in scenario.params.items() if k not in RUN_BUDGET_KEYS}
     if "horizon" in inspect.signature(cls.__init__).parameters and "horizon" not in params:
         params["horizon"] = horizon
     return ENVIRONMENTS.create(scenario.environment, **params)
 
 
 def build_policy(spec: PolicySpec, env: Environment, horizon: int) -> Policy:
-    """The policy, with ``n_arms``, ``n_features`` and ``horizon`` filled in from the environment."""
+    """The policy, with constructor arguments the spec leaves out filled in from the environment.
+
+    ``n_arms``, ``n_features`` and ``horizon`` always; then whatever the environment's public
+    ``policy_arguments()`` offers (an action set, a maximum draft length, static means...) for the
+    arguments the policy's constructor takes. A string parameter that names one of those
+    arguments (``L = "L1"``) is replaced by its value.
+    """
     cls = POLICIES.get(spec.policy)
     accepted = inspect.signature(cls.__init__).parameters
-    params = dict(spec.params)
-    for name, value in (("n_arms", env.n_arms), ("n_features", env.context_dim), ("horizon", horizon)):
+    offered = {"n_arms": env.n_arms, "n_features": env.context_dim, "horizon": horizon}
+    if hasattr(env, "policy_arguments"):
+        offered.update(env.policy_arguments())
+    params = {k: offered[v] if isinstance(v, str) and v in offered else v for k, v in spec.params.items()}
+    for name, value in offered.items():
         if name in accepted and name not in params and value is not None:
             params[name] = value
     return POLICIES.create(spec.policy, **params)
 
 
+def _shown_params(policy: Policy) -> dict:
+    """The policy's scalar hyperparameters, JSON-safe (arrays such as static means left out)."""
+    shown = {}
+    for key, value in policy.get_params().items():
+        if key != "seed" and (value is None or isinstance(value, (bool, int, float, str, np.integer, np.floating))):
+            shown[key] = value.item() if isinstance(value, np.generic) else value
+    return shown
+
+
 def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
-    """Run one unit; a failure is returned as a result with ``error`` set, never raised."""
+    """Run one unit through :func:`~genbandit.core.simulator.simulate`; a failure is returned as a result with ``error`` set, never raised.
+
+    ``extras`` holds the pulls (summed and per run), the mean over runs of every ``Step.info`` key
+    at the checkpoints (``info_curves``), the policy's scalar hyperparameters and whatever the
+    environment's and the policy's public ``diagnostics()`` report.
+    """
     start = time.perf_counter()
     try:
         if unit.scenario.runner:
             return _import(unit.scenario.runner)(unit, progress=progress)
+        n_runs = unit_runs(unit)
         env = build_environment(unit.scenario, unit.horizon)
+        if hasattr(env, "policy_arguments"):  # the arguments may depend on the scenario's draws (static means)
+            env.reset(n_runs, seed=unit.seeds()[0])
         policy = build_policy(unit.policy, env, unit.horizon)
         result = simulate(
             env,
             policy,
             unit.horizon,
-            n_runs=unit.scenario.n_runs,
+            n_runs=n_runs,
             seed=unit.seeds(),
             n_checkpoints=unit.n_checkpoints,
             progress=progress,
             description=f"{unit.scenario_name} / {unit.policy.label}",
+            stop=getattr(env, "finished", None),
         )
         metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
-        return UnitResult.from_simulation(unit, result, metrics, extras={"counts": result.counts.sum(axis=0).tolist()})
+        extras = {
+            "counts": result.counts.sum(axis=0).tolist(),
+            "counts_per_run": result.counts.tolist(),
+            "info_curves": {key: curve.mean(axis=0).tolist() for key, curve in result.curves.items()},
+            "params": _shown_params(policy),
+        }
+        for source in (env, policy):
+            if hasattr(source, "diagnostics"):
+                extras.update(source.diagnostics())
+        return UnitResult.from_simulation(unit, result, metrics, extras=extras)
     except Exception:  # noqa: BLE001 - a unit's failure is data: it is reported, not raised
         return UnitResult.failure(unit, traceback.format_exc(), time.perf_counter() - start)

@@ -1,7 +1,7 @@
-"""Compiled long-horizon loops for the smooth family: environment and policy fused, runs in parallel.
+"""The compiled backend of :func:`genbandit.simulate` for the smooth family: environment and policy fused.
 
-:func:`simulate_smooth` plays a policy of :mod:`genbandit.policies.smooth` against an environment of
-:mod:`genbandit.envs.smooth` exactly as :func:`genbandit.core.simulator.simulate` would (same seeds,
+:func:`run_loop` plays a policy of :mod:`genbandit.policies.smooth` against an environment of
+:mod:`genbandit.envs.smooth` exactly as the plain loop of :func:`genbandit.simulate` would (same seeds,
 same uniforms, same decisions, same regret book) but in numba: the uniforms that decide rewards (and
 Rexp3's draws) are drawn in blocks from the environment's and the policy's own generators, and one
 compiled call advances every run through the block (``prange`` over runs). A run at T = 10^8 takes
@@ -11,18 +11,16 @@ seconds to about a minute per core depending on the policy (``benchmarks/smooth_
 from __future__ import annotations
 
 import math
-import time
 
 import numba
 import numpy as np
 from numba import njit, prange
 
 from ..core.base import Environment, Policy
-from ..core.simulator import SimulationResult, checkpoint_grid
 from ..core.validation import InvalidParameterError
 from .smooth import BudgetedExploration, SmoothDUCB, SmoothRexp3, SmoothSWUCB
 
-__all__ = ["simulate_smooth", "supports"]
+__all__ = ["run_loop"]
 
 BE_ONE, BE_K, REXP3, SW_UCB, D_UCB = 0, 1, 2, 3, 4
 
@@ -234,13 +232,8 @@ def _run_block(t0, t1, T, env_kind, noise, params, grid, k, u_env, u_pol, pk, pf
         cum_rew[r] = crew
 
 
-def supports(env: Environment, policy: Policy) -> bool:
-    """Whether :func:`simulate_smooth` can run this (environment, policy) pair."""
-    return hasattr(env, "kernel_spec") and isinstance(policy, (BudgetedExploration, SmoothRexp3, SmoothSWUCB, SmoothDUCB))
-
-
 def _policy_spec(policy: Policy, n_runs: int, k: int):
-    """(kind, constants, static means, float state, int state, ring buffers) of a freshly reset policy."""
+    """(kind, constants, static means, float state, int state, ring buffers) of a freshly reset policy, from its public settings."""
     dummy_arm, dummy_rew = np.zeros((1, 1), dtype=np.int64), np.zeros((1, 1))
     c = np.zeros(n_runs)
     ist = np.zeros((n_runs, 2 + k), dtype=np.int64)
@@ -248,82 +241,71 @@ def _policy_spec(policy: Policy, n_runs: int, k: int):
     ist[:, 2:] = 1
     if isinstance(policy, BudgetedExploration):
         kind = BE_ONE if policy.one_armed else BE_K
-        c = np.asarray(policy._c, dtype=float).copy()
-        return kind, np.array([policy._B, float(policy._n)]), c, np.zeros((n_runs, k)), ist, dummy_arm, dummy_rew
+        c = np.broadcast_to(np.asarray(policy.static_mean, dtype=float), (n_runs,)).copy()
+        return kind, np.array([policy.budget_, float(policy.epoch_length_)]), c, np.zeros((n_runs, k)), ist, dummy_arm, dummy_rew
     if isinstance(policy, SmoothRexp3):
-        pf = np.array([policy._gamma, float(policy._batch), float(policy.reward_min), float(policy.reward_max)])
+        pf = np.array([policy.gamma_, float(policy.batch_), float(policy.reward_min), float(policy.reward_max)])
         return REXP3, pf, c, np.zeros((n_runs, k)), ist, dummy_arm, dummy_rew
     if isinstance(policy, SmoothSWUCB):
         tau = policy.window_
         pf = np.array([float(tau), float(policy.xi), float(policy.scale)])
         return SW_UCB, pf, c, np.zeros((n_runs, 2 * k)), ist, np.full((n_runs, tau), -1, dtype=np.int64), np.zeros((n_runs, tau))
     if isinstance(policy, SmoothDUCB):
-        pf = np.array([policy._g, float(policy.xi), float(policy.scale)])
+        pf = np.array([policy.discount_, float(policy.xi), float(policy.scale)])
         return D_UCB, pf, c, np.zeros((n_runs, 2 * k)), ist, dummy_arm, dummy_rew
-    raise InvalidParameterError(f"simulate_smooth has no compiled loop for {type(policy).__name__}.")
+    raise InvalidParameterError(f"There is no compiled loop for {type(policy).__name__}.")
 
 
-def simulate_smooth(
+def run_loop(
     env: Environment,
     policy: Policy,
-    horizon: int,
+    rounds: np.ndarray,
     *,
-    n_runs: int = 1,
-    seed=None,
-    n_checkpoints: int = 200,
     block: int = 1 << 15,
     n_threads: int | None = None,
-    trace: bool = False,
-) -> SimulationResult:
-    """Compiled twin of :func:`~genbandit.core.simulator.simulate` for the smooth family.
+    actions: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The compiled loop of :func:`genbandit.simulate` for a smooth policy on a smooth environment.
 
-    Same arguments and result; ``seed`` as in ``simulate`` (an int, or the pair of environment and
-    policy seeds). ``trace=True`` adds ``totals["actions"]`` ``(n_runs, horizon)``: every arm played.
-    ``n_threads`` caps numba's threads (runs are split across them).
+    Takes the freshly reset ``env`` and ``policy`` and the checkpoint ``rounds`` (the last one is the
+    horizon); returns ``(regret_at, reward_at, counts)`` as the plain loop records them, on the same
+    random numbers. ``n_threads`` caps numba's threads (runs are split across them); ``actions``, an
+    int64 array ``(n_runs, horizon)``, receives every arm played (for the round-for-round tests).
 
+    >>> from genbandit import simulate
     >>> from genbandit.envs.smooth import SinusoidArms
     >>> from genbandit.policies.smooth import BES
     >>> env = SinusoidArms(horizon=10**5, amplitude_scale=2.5, amplitude_sd=0.01)
     >>> env.reset(4, seed=0)  # doctest: +ELLIPSIS
     SinusoidArms(...)
     >>> policy = BES(n_arms=2, horizon=10**5, L=98.7, one_armed=True, static_mean=env.static_means())
-    >>> res = simulate_smooth(env, policy, 10**5, n_runs=4, seed=0)
+    >>> res = simulate(env, policy, 10**5, n_runs=4, seed=0, backend="compiled")
     >>> res.regret.shape[0], bool(0 < res.final_regret.mean() < 10_000)
     (4, True)
     """
-    from ..core.rng import spawn_seeds
-
+    horizon = int(rounds[-1])
     if env.horizon != horizon:
         raise InvalidParameterError(f"The environment was built for T={env.horizon}, not {horizon}.")
-    env_seed, policy_seed = seed if isinstance(seed, tuple) else spawn_seeds(seed, 2)
-    env.reset(n_runs, seed=env_seed)
-    policy.reset(n_runs, seed=policy_seed)
-    if env.n_arms != policy.n_arms:
-        raise InvalidParameterError(f"{type(policy).__name__} has {policy.n_arms} arms but {type(env).__name__} has {env.n_arms}.")
-    k = env.n_arms
+    n_runs, k = env.n_runs, env.n_arms
     env_kind, params, grid = env.kernel_spec()
     noise = 0 if env.noise == "rademacher" else 1
     pk, pf, c, fs, ist, buf_arm, buf_rew = _policy_spec(policy, n_runs, k)
-    rounds = checkpoint_grid(int(horizon), n_checkpoints)
     reg_at = np.zeros((n_runs, rounds.size))
     rew_at = np.zeros((n_runs, rounds.size))
     cp_next = np.zeros(n_runs, dtype=np.int64)
     cum_reg, cum_rew = np.zeros(n_runs), np.zeros(n_runs)
     counts = np.zeros((n_runs, k), dtype=np.int64)
-    actions = np.zeros((n_runs, horizon if trace else 0), dtype=np.int64)
+    trace = actions if actions is not None else np.zeros((n_runs, 0), dtype=np.int64)
     dummy_pol = np.zeros((n_runs, 1))
     previous = numba.get_num_threads()
     if n_threads is not None:
         numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))
-    start = time.perf_counter()
     try:
         for t0 in range(0, horizon, block):
             t1 = min(horizon, t0 + block)
-            u_env = np.ascontiguousarray(env._rng.random((t1 - t0, n_runs)).T)
-            u_pol = np.ascontiguousarray(policy._rng.random((t1 - t0, n_runs)).T) if pk == REXP3 else dummy_pol
-            _run_block(t0, t1, horizon, env_kind, noise, params, grid, k, u_env, u_pol, pk, pf, c, fs, ist, buf_arm, buf_rew, rounds, cp_next, cum_reg, cum_rew, reg_at, rew_at, counts, actions)
+            u_env = np.ascontiguousarray(env.draw_uniforms(t1 - t0))
+            u_pol = np.ascontiguousarray(policy.draw_uniforms(t1 - t0)) if pk == REXP3 else dummy_pol
+            _run_block(t0, t1, horizon, env_kind, noise, params, grid, k, u_env, u_pol, pk, pf, c, fs, ist, buf_arm, buf_rew, rounds, cp_next, cum_reg, cum_rew, reg_at, rew_at, counts, trace)
     finally:
         numba.set_num_threads(previous)
-    wall = time.perf_counter() - start
-    totals = {"actions": actions} if trace else {}
-    return SimulationResult(horizon=int(horizon), n_runs=n_runs, rounds=rounds, regret=reg_at, reward=rew_at, counts=counts, wall_time=wall, totals=totals)
+    return reg_at, rew_at, counts

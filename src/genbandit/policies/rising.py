@@ -135,7 +135,6 @@ class TIUCB(Policy):
         self._prefix_y = np.zeros((n_runs, self.n_arms, ring))
         self._prefix_sy = np.zeros((n_runs, self.n_arms, ring))
         self._resets = np.zeros((n_runs, self.n_arms), dtype=np.int64)
-        self._last_reset = np.ones((n_runs, self.n_arms), dtype=np.int64)  # tau'_i, logged only
 
     def _predictions(self) -> np.ndarray:
         """Least-squares prediction of every arm's next reward, ``(n_runs, n_arms)`` (NaN if unpulled)."""
@@ -185,7 +184,10 @@ class TIUCB(Policy):
             self._prefix_y[r, a, 1] = x
             self._prefix_sy[r, a, 1] = x
             self._resets[r, a] += 1
-            self._last_reset[r, a] = self._t + 1
+
+    def diagnostics(self) -> dict:
+        """``resets_per_run``: the change detections (Algorithm 1, line 11) of each run, all arms together."""
+        return {"resets_per_run": self._resets.sum(axis=1).tolist()}
 
     @classmethod
     def _check_examples(cls):
@@ -433,6 +435,10 @@ class Ser4(Policy):
             self._sums[reset] = 0.0
             self._tau[reset] = 1
             self._resets[reset] += 1
+
+    def diagnostics(self) -> dict:
+        """``resets_per_run``: the random restarts of each run."""
+        return {"resets_per_run": self._resets.tolist()}
 
     @classmethod
     def _check_examples(cls):

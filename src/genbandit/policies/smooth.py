@@ -8,12 +8,12 @@ epochs of ``Delta * T`` rounds, forgets everything at each epoch start, and spen
 tuning of (B, Delta).
 
 Every class is an ordinary :class:`~genbandit.core.base.Policy` (plain Python, one run or many).
-Long horizons (up to 10^8 rounds) run through :func:`genbandit.policies._smooth_numba.simulate_smooth`,
-numba loops that fuse these policies with the environments of :mod:`genbandit.envs.smooth` and agree
-with the plain versions round for round (``tests/test_smooth.py``).
+Against the environments of :mod:`genbandit.envs.smooth`, :func:`genbandit.simulate` plays them through
+their compiled loop (:mod:`genbandit.policies._smooth_numba`, numba; horizons up to 10^8 rounds), which
+agrees with the plain loop round for round (``tests/test_smooth.py``).
 
 Rounds are 1-based; epoch ``i`` covers rounds ``((i-1) n, i n]`` with ``n = round(Delta T)``, the last
-epoch truncated at ``T`` (spec traps T6/T7). ``log`` is the natural log.
+epoch truncated at ``T`` (Algorithms 1 and 2). ``log`` is the natural log.
 """
 
 from __future__ import annotations
@@ -100,9 +100,21 @@ def window_for(horizon: int, L: float = 1.0) -> int:
     return int(min(max(math.ceil(tau), 1), horizon))
 
 
+class _CompiledLoop:
+    """Policies with a compiled loop against the smooth environments (those with ``kernel_spec``)."""
+
+    def compiled_loop(self, env):
+        """The compiled loop :func:`genbandit.simulate` runs for this policy on ``env``, or ``None``."""
+        if not hasattr(env, "kernel_spec"):
+            return None
+        from ._smooth_numba import run_loop
+
+        return run_loop
+
+
 # --------------------------------------------------------------------------------------- BE
 @register_policy("be", "budgeted-exploration")
-class BudgetedExploration(Policy):
+class BudgetedExploration(_CompiledLoop, Policy):
     """Budgeted Exploration BE(B, Delta), Algorithms 1 and 2 of Jia et al. (2023), runnable form.
 
     k-armed (Algorithm 2): in each epoch, play the alive arms round robin (ascending index); after
@@ -356,7 +368,7 @@ class BES(_TunedBE):
 
 # --------------------------------------------------------------------------------------- Rexp3
 @register_policy("smooth-rexp3")
-class SmoothRexp3(Rexp3):
+class SmoothRexp3(_CompiledLoop, Rexp3):
     """Rexp3 (Besbes, Gur & Zeevi 2014) as Jia et al. (2023) §7 set it: ``V_T = 0.05``, the batch as printed.
 
     The algorithm is :class:`~genbandit.policies.rising.Rexp3`; only the defaults differ: the batch
@@ -376,6 +388,10 @@ class SmoothRexp3(Rexp3):
         super().__init__(n_arms, horizon, variation_budget=variation_budget, batch_form=batch_form, reward_min=reward_min,
                          reward_max=reward_max, seed=seed)
 
+    def draw_uniforms(self, n_rounds: int) -> np.ndarray:
+        """The uniforms the next ``n_rounds`` draws take from this policy's generator, ``(n_runs, n_rounds)`` (for the compiled loop)."""
+        return self._rng.random((n_rounds, self._n_runs)).T
+
     @classmethod
     def _check_examples(cls):
         from ..envs.stochastic import BernoulliArms
@@ -391,13 +407,13 @@ def _bernoulli_example(cls):
 
 
 @register_policy("smooth-sw-ucb")
-class SmoothSWUCB(SWUCB):
+class SmoothSWUCB(_CompiledLoop, SWUCB):
     """Sliding-window UCB (Garivier & Moulines 2011, sec. 4): an ADDITION, the paper runs no UCB.
 
     The algorithm and its ring buffer are :class:`~genbandit.policies.rising.SWUCB`; this setting
     takes ``tau = window`` or :func:`window_for` (T, L), reads ``t`` in ``log(min(t, tau))`` as the
     current round, and breaks ties (unseen arms first) by the lowest index, so that it draws no
-    random numbers and the compiled twin in ``_smooth_numba`` follows it round for round.
+    random numbers and its compiled loop in ``_smooth_numba`` follows it round for round.
 
     >>> from genbandit.policies.smooth import SmoothSWUCB
     >>> p = SmoothSWUCB(n_arms=2, horizon=100, window=3)
@@ -437,7 +453,7 @@ class SmoothSWUCB(SWUCB):
 
 
 @register_policy("smooth-d-ucb")
-class SmoothDUCB(Policy):
+class SmoothDUCB(_CompiledLoop, Policy):
     """Discounted UCB (Garivier & Moulines 2011, Alg. D-UCB): an ADDITION, the paper runs no UCB.
 
     Counts and sums decay by ``g`` each round; index ``S_a / N_a + 2 scale sqrt(xi log(n) / N_a)``

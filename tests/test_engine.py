@@ -1,0 +1,88 @@
+"""The engine (``genbandit.simulate``): stop conditions, info curves, reward ranges, backends, policy time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from genbandit import AdversarialTable, BernoulliArms, InvalidInputError, InvalidParameterError, UCB1, simulate
+from genbandit.core.base import Environment, Step
+from genbandit.policies.classic import KLUCB
+
+
+class _Finishing(Environment):
+    """Two arms of means 0.2 and 0.8; run ``r`` is done after ``lengths[r]`` rounds (then pays nothing)."""
+
+    name = "finishing"
+
+    def __init__(self, lengths, seed=None) -> None:
+        self.lengths = lengths
+        self.seed = seed
+
+    n_arms = 2
+
+    def _init_state(self, n_runs: int) -> None:
+        self._played = np.zeros(n_runs, dtype=np.int64)
+
+    def finished(self) -> np.ndarray:
+        return self._played >= np.asarray(self.lengths)
+
+    def _step(self, actions: np.ndarray) -> Step:
+        live = ~self.finished()
+        self._played += live
+        chosen = np.where(actions == 1, 0.8, 0.2)
+        return Step(feedback=chosen, reward=chosen * live, regret=(0.8 - chosen) * live, info={"live": live.astype(float)})
+
+
+def test_a_stop_condition_ends_runs_and_they_stop_counting():
+    env = _Finishing(lengths=[5, 12, 30])
+    res = simulate(env, UCB1(n_arms=2), horizon=1000, n_runs=3, seed=0, n_checkpoints=1000, stop=env.finished)
+    assert res.stopping_time.tolist() == [5, 12, 30]
+    assert res.counts.sum(axis=1).tolist() == [5, 12, 30]
+    assert env.t == 30  # the loop ended when the last run was done, not at the horizon
+    assert res.totals["live"].tolist() == [5.0, 12.0, 30.0]
+    # after its stop a run's books are flat up to the horizon
+    for r, length in enumerate([5, 12, 30]):
+        after = res.rounds >= length
+        assert np.all(res.regret[r, after] == res.regret[r, after][0]) and np.all(res.curves["live"][r, after] == length)
+
+
+def test_info_keys_are_recorded_cumulatively_at_every_checkpoint():
+    env = BernoulliArms(means=[0.3, 0.5, 0.7])
+    res = simulate(env, UCB1(n_arms=3), horizon=300, n_runs=4, seed=1, n_checkpoints=600)
+    assert res.rounds.tolist() == list(range(1, 301))
+    optimal = res.curves["optimal"]
+    np.testing.assert_array_equal(optimal[:, -1], res.totals["optimal"])
+    steps = np.diff(optimal, axis=1, prepend=0.0)
+    assert set(np.unique(steps)) <= {0.0, 1.0} and 0 < optimal[:, -1].min() < 300
+    # regret grows exactly by the gap of each round's arm: 0 on the optimal rounds
+    gaps = np.diff(res.regret, axis=1, prepend=0.0)
+    assert np.all((steps == 1.0) == np.isclose(gaps, 0.0))
+
+
+def test_simulate_refuses_an_out_of_range_reward_as_update_does():
+    env = AdversarialTable(rewards=[[0.5, 1.5]] * 10)
+    with pytest.raises(InvalidInputError) as from_simulate:
+        simulate(env, KLUCB(n_arms=2), horizon=10, seed=0)
+    policy = KLUCB(n_arms=2)
+    with pytest.raises(InvalidInputError) as from_update:
+        policy.update(1, 1.5)
+    assert str(from_simulate.value) == str(from_update.value) == "The reward of KLUCB must lie in [0.0, 1.0]. Got [1.5] instead."
+    # a policy without a declared range takes the same table
+    assert simulate(env, UCB1(n_arms=2), horizon=10, seed=0).reward[0, -1] > 0
+
+
+def test_backends_are_chosen_by_capability():
+    env = BernoulliArms(means=[0.3, 0.7])
+    with pytest.raises(InvalidParameterError, match="has no compiled loop"):
+        simulate(env, UCB1(n_arms=2), horizon=10, backend="compiled")
+    with pytest.raises(InvalidParameterError, match="backend must be one of"):
+        simulate(env, UCB1(n_arms=2), horizon=10, backend="numba")
+    a = simulate(env, UCB1(n_arms=2), horizon=200, n_runs=2, seed=3)
+    b = simulate(env, UCB1(n_arms=2), horizon=200, n_runs=2, seed=3, backend="python")
+    np.testing.assert_array_equal(a.regret, b.regret)
+
+
+def test_the_policy_time_is_booked_apart_from_the_environment():
+    res = simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=500, seed=0)
+    assert np.all(np.diff(res.policy_seconds) >= 0) and 0 < res.policy_seconds[-1] <= res.wall_time
