@@ -16,10 +16,11 @@ import platform
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 
+from genbandit import simulate
 from genbandit.envs.smooth import SinusoidArms
-from genbandit.policies._smooth_numba import simulate_smooth
 from genbandit.policies.smooth import BENS, BES, SmoothDUCB, SmoothRexp3, SmoothSWUCB
 
 
@@ -41,17 +42,18 @@ def main() -> None:
     parser.add_argument("--out", default="docs/reproductions/smooth/benchmark.json")
     args = parser.parse_args()
     T = args.horizon
+    numba.set_num_threads(1)  # one core per run, as measured
     rows = []
     for name in args.policies.split(","):
         warm = SinusoidArms(horizon=1000, amplitude_scale=2.5, amplitude_sd=0.01)
         warm.reset(1, seed=0)
-        simulate_smooth(warm, make(name, 1000, warm), 1000, n_runs=1, seed=0, n_threads=1)  # compile (cached on disk)
+        simulate(warm, make(name, 1000, warm), 1000, n_runs=1, seed=0, backend="compiled")  # compile (cached on disk)
         env = SinusoidArms(horizon=T, amplitude_scale=2.5, amplitude_sd=0.01)
         env.reset(1, seed=(seed := np.random.SeedSequence(2026)))
         policy = make(name, T, env)
         load_before = os.getloadavg()
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        res = simulate_smooth(env, policy, T, n_runs=1, seed=(seed, np.random.SeedSequence(7)), n_threads=1)
+        res = simulate(env, policy, T, n_runs=1, seed=(seed, np.random.SeedSequence(7)), backend="compiled")
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
         load_after = os.getloadavg()
         row = {

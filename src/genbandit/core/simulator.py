@@ -11,8 +11,8 @@ the plain loop is a small option of the same loop, never a copy of it:
   ends when every run is done (or at ``horizon``).
 - per-round quantities: each ``Step.info`` key is summed and recorded at the checkpoints in
   ``SimulationResult.curves`` (``totals`` holds the final sums).
-- rewards outside the policy's declared ``reward_range`` are refused with the same error
-  :meth:`Policy.update` raises.
+- for a policy that declares a ``reward_range``, every round's feedback goes through the check
+  :meth:`Policy.update` makes, so a reward outside it is refused with the same error.
 - compiled backends: a policy that has a compiled loop for an environment returns it from its
   public ``compiled_loop(env)`` method (``None`` otherwise). ``backend="auto"`` runs it when no
   stop condition is asked for; ``"python"`` forces the plain loop, ``"compiled"`` requires the
@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from .base import Environment, Policy
 from .rng import spawn_seeds
-from .validation import InvalidInputError, InvalidParameterError
+from .validation import InvalidParameterError
 
 __all__ = ["SimulationResult", "simulate", "checkpoint_grid", "BACKEND_CHOICES"]
 
@@ -170,7 +170,7 @@ def simulate(
         actions = policy._select(contexts)
         spent = time.perf_counter() - tic
         step = env._advance(actions)
-        book.check_reward(step.feedback)
+        book.check_reward(step.feedback, actions)
         tic = time.perf_counter()
         policy._learn(actions, step.feedback, contexts)
         book.policy_time += spent + (time.perf_counter() - tic)
@@ -200,16 +200,12 @@ class _Book:
         self.totals: dict[str, np.ndarray] = {}
         self.curves: dict[str, np.ndarray] = {}
         self.next = 0
-        self.owner = type(policy).__name__
-        self.reward_range = policy.reward_range
+        self.policy = policy
 
-    def check_reward(self, feedback) -> None:
-        """Refuse rewards outside the policy's ``reward_range``, as ``Policy.update`` does."""
-        if self.reward_range is None or not isinstance(feedback, np.ndarray):
-            return
-        lo, hi = self.reward_range
-        if np.any((feedback < lo) | (feedback > hi)):
-            raise InvalidInputError(f"The reward of {self.owner} must lie in [{lo}, {hi}]. Got {feedback.tolist()} instead.")
+    def check_reward(self, feedback, actions: np.ndarray) -> None:
+        """For a policy that declares a ``reward_range``: the very check ``Policy.update`` makes (same error)."""
+        if self.policy.reward_range is not None:
+            self.policy._check_feedback(feedback, actions)
 
     def add(self, t: int, actions: np.ndarray, step, allocation: bool, active: np.ndarray | None) -> None:
         if active is None:

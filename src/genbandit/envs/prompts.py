@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# Template prompts (spec section 4.3): five prompt types, 5 subjects x 6 predicates x 6 styles each
+# Template prompts (Hu et al. 2025, App. C.3): five prompt types, 5 subjects x 6 predicates x 6 styles each
 # ---------------------------------------------------------------------------------------------
 _TEMPLATES = {
     "dog": (
@@ -109,7 +109,7 @@ def template_prompts(categories: tuple[str, ...] = CATEGORIES, per_category: int
     return texts, np.asarray(labels, dtype=np.int64)
 
 
-#: Setup 4 analogues (spec section 4.3): categories, per-(model, category) mean score, score kind.
+#: Setup 4 analogues (Hu et al. 2025, App. C.3): categories, per-(model, category) mean score, score kind.
 SETUP4: dict[str, dict[str, Any]] = {
     # App. C.3: five generators, each an expert on one prompt type; non-experts score lower.
     "expert": {
@@ -233,7 +233,7 @@ def embed_texts(texts: list[str], model: str = "all-MiniLM-L6-v2", cache_dir: st
 
 @register_environment("setup4")
 class Setup4Synthetic(PromptReplay):
-    """Synthetic conditional-generation tasks (Hu et al. 2025, Setup 4 / App. C.3, built as in spec section 4.3).
+    """Synthetic conditional-generation tasks (Hu et al. 2025, Setup 4 / App. C.3).
 
     Template prompts of several types; model ``g`` scores ``M[g, c(y)] + 0.02 tanh(3 w_g.y)`` on a
     prompt of type ``c(y)`` (``w_g`` a random unit vector: smooth within-type variation), and each

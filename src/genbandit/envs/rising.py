@@ -12,7 +12,7 @@ Three families, all built on a table ``mu[i, s]`` of expected rewards at arm ``i
 - :class:`LLMReplay`: a **stand-in** for the paper's LLM scenario (XSum, T5/GPT-2/GPT-3): curves
   built from what the paper reports qualitatively, not measured.
 
-Regret (spec trap T1). The comparator is the best *fixed* arm ``i* = argmax_i Σ_{s<T} mu[i, s]``
+Regret. The comparator is the best *fixed* arm ``i* = argmax_i Σ_{s<T} mu[i, s]``
 (for concave non-decreasing rested rewards the best policy pulls one arm throughout: Heidari et
 al. 2016), so round ``t``'s pseudo-regret is ``mu[i*, t-1] - mu[A_t, n_{A_t}]`` with ``n`` the
 chosen arm's pulls before this one. It can be negative early, when a fast starter beats the
@@ -110,7 +110,7 @@ class _RestedCurves(Environment):
 
 
 # ----------------------------------------------------------------------------- synthetic
-_FIFTEEN = [  # Metelli et al. 2022, src/model.py, bandit "0" (spec section 3.2); (family, c, a_or_b, rho_or_b)
+_FIFTEEN = [  # Metelli et al. 2022, src/model.py, bandit "0"; (family, c, a_or_b, rho_or_b)
     ("poly", 1.00, 177, 0.8), ("poly", 0.91, 571, 0.9), ("exp", 0.73, 3, 162), ("exp", 0.16, 3, 949),
     ("poly", 0.48, 144, 1.0), ("poly-shift", 0.43, 195, 0.9), ("poly", 0.79, 695, 0.9), ("exp", 0.62, 1, 271),
     ("exp", 0.23, 1, 849), ("exp", 0.39, 5, 457), ("poly", 0.37, 290, 1.0), ("poly", 0.17, 223, 1.0),

@@ -11,7 +11,7 @@ Two kinds of mean functions:
 * ``SinusoidArms`` (paper §7.2): ``r_0 = A``, ``r_1(t) = A - A sin(2 pi nu t / T + phi)`` per run.
 * ``ClickCurveArms`` and its two builders: per-arm curves on a grid of ``G`` points over [0, 1],
   read by linear interpolation at ``x = t / T``. ``CTRStandIn`` generates a day of clicks and smooths
-  it (spec §7.4); ``OBDClickCurves`` smooths the real Open Bandit Dataset sample bundled with
+  it (the paper's §7.4 setting); ``OBDClickCurves`` smooths the real Open Bandit Dataset sample bundled with
   ``obp`` (see :func:`obd_click_log` and :func:`smooth_click_rates`).
 """
 
@@ -116,9 +116,9 @@ class _SmoothArms(Environment):
 class SinusoidArms(_SmoothArms):
     """Jia et al. (2023) §7.2 sinusoid instances: ``r_0 = A``, ``r_1(t) = A - A sin(2 pi nu t/T + phi)``.
 
-    Per run: ``nu ~ U[nu_range]``, ``A ~ N(amplitude_scale nu^-2, amplitude_sd)`` (s.d., spec trap T1),
+    Per run: ``nu ~ U[nu_range]``, ``A ~ N(amplitude_scale nu^-2, amplitude_sd)`` (s.d., as the paper's §7.2 means it),
     ``phi ~ U[0, 2 pi)``. The paper's instance is ``amplitude_scale=0.25, amplitude_sd=0.001``; the
-    spec's slope-check instance (10x amplitude) is ``amplitude_scale=2.5, amplitude_sd=0.01``. A is
+    slope-check instance (10x amplitude) is ``amplitude_scale=2.5, amplitude_sd=0.01``. A is
     clipped to [0, 0.5] so the means stay valid for both noises. Arm 0 is the static arm; its mean
     per run is :meth:`static_means` (what the one-armed BE is told).
 
@@ -186,7 +186,7 @@ class ClickCurveArms(_SmoothArms):
 
     ``r_a(t)`` is the linear interpolation of ``grid[a]`` at ``x = t / T``; Bernoulli rewards by
     default. ``amplify`` (optional, a labelled deviation) maps ``m -> clip(0.5 + amplify (m - mbar),
-    0.02, 0.98)`` with ``mbar`` the mean over arms and time, widening click-rate gaps (spec §7.4).
+    0.02, 0.98)`` with ``mbar`` the mean over arms and time, widening click-rate gaps (§7.4).
 
     >>> env = ClickCurveArms(grid=[[0.1, 0.3], [0.2, 0.2]], horizon=4, seed=0).reset()
     >>> env.mean_rewards().round(3).tolist()
@@ -282,7 +282,7 @@ def smooth_click_rates(times, clicks, grid_x, bandwidth: float, prior_rate=None,
 
 
 def ctr_standin_curves(n_arms: int = 20, day_seed: int = 0, grid_size: int = 2001, impressions_per_second: float = 1.0, frac: float = 0.1):
-    """The spec's click-log stand-in (§7.4): true day curves, a simulated per-second log, its smoothing.
+    """The click-log stand-in (the paper's §7.4 pipeline): true day curves, a simulated per-second log, its smoothing.
 
     1. True CTR ``p_a(x) = c_a exp(sum_m alpha_am sin(2 pi m x + phi_am))``, ``c_a ~ LogU[0.02, 0.06]``,
        ``alpha_am ~ U[0, 0.35/m]``, m = 1..3, clipped to [1e-4, 1 - 1e-4].
@@ -331,7 +331,7 @@ def _ctr_standin_curves(n_arms, day_seed, grid_size, impressions_per_second, fra
 
 @register_environment("ctr-standin")
 class CTRStandIn(ClickCurveArms):
-    """Click-log stand-in for Yahoo R6B (spec §7.4): smoothed CTR curves of a simulated day.
+    """Click-log stand-in for Yahoo R6B (§7.4): smoothed CTR curves of a simulated day.
 
     See :func:`ctr_standin_curves`. The day is fixed by ``day_seed``; runs differ in reward noise.
 

@@ -30,6 +30,7 @@ from scipy.optimize import brentq
 from ..core.base import Environment, Policy, Step
 from ..core.registry import register_environment
 from ..core.rng import spawn_seeds
+from ..core.simulator import checkpoint_grid, simulate
 from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
 
 __all__ = [
@@ -64,7 +65,7 @@ def tgd_mean(p, length):
 
 
 def tgd_accept_for_mean(mean: float, length: int) -> float:
-    """The acceptance ``p`` with ``E[TGD(p, L)] = mean`` (the spec's solves, e.g. 3.94 at L=6 -> 0.7989).
+    """The acceptance ``p`` with ``E[TGD(p, L)] = mean`` (solved numerically, e.g. 3.94 at L=6 -> 0.7989).
 
     >>> round(tgd_accept_for_mean(3.94, 6), 4)
     0.7989
@@ -104,7 +105,7 @@ TABLE1 = {
 
 _COPY_FREE_ACCEPT = 0.2  # copiers on free text, and on a copy-heavy prompt's misses: TGD(0.2, 10)
 _COPY_RUN = (5, 11)  # a long copied run emits U{5..11} tokens
-_COPY_BEST_MEAN = 6.0  # the better copier's mean on copy-heavy prompts (spec E3: 5-7)
+_COPY_BEST_MEAN = 6.0  # the better copier's mean on copy-heavy prompts (5-7)
 _ARM_LENGTHS = (10, 10, 10, 6)  # PLD / REST / Suffix draft up to 10 tokens, Eagle-2's tree is 6 deep
 
 
@@ -296,7 +297,7 @@ class TGDArms(_StackedEnv):
 
     Each run is a response of ``response_length`` tokens; arm ``i`` accepts each draft token with
     probability ``accept[i]`` (or give ``means`` and the acceptances are solved from them).
-    Instance A of the spec: ``means = [1.46, 1.29, 1.83, 3.94]`` (Table 1, LLaMA3, Spec Bench).
+    Instance A: ``means = [1.46, 1.29, 1.83, 3.94]`` (Table 1, LLaMA3, Spec Bench).
 
     >>> from genbandit.envs.speculative import TGDArms
     >>> env = TGDArms(means=[1.46, 1.29, 1.83, 3.94], max_length=6, response_length=256, seed=0).reset(n_runs=2)
@@ -341,9 +342,6 @@ class TGDArms(_StackedEnv):
         if self.accept is not None:
             return [float(p) for p in self.accept]
         return [tgd_accept_for_mean(float(m), self.max_length) for m in self.means]
-
-    def arm_means(self) -> np.ndarray:
-        return tgd_mean(np.array(self.accept_probabilities()), self.max_length)
 
     def mean_rewards(self) -> np.ndarray:
         return np.broadcast_to(self._means, (self.n_runs, self.n_arms))
@@ -859,31 +857,24 @@ class BanditSpecResult:
         return self.tokens / np.maximum(self.seconds, 1e-12)
 
 
-def _next_checkpoint(mark: float, t: int) -> float:
-    """After a checkpoint at round ``t``: the next one, about 5% later (the loop's length is not known in advance)."""
-    return max(mark * 1.05, t + 1)
+def checkpoint_rounds(n_rounds: int, max_rounds: int = 1_000_000) -> np.ndarray:
+    """The rounds at which :func:`run_banditspec` reports its regret curve for a loop that ran ``n_rounds`` rounds.
 
+    The engine's checkpoints for ``max_rounds`` (:func:`genbandit.core.simulator.checkpoint_grid`)
+    before ``n_rounds``, then ``n_rounds`` itself.
 
-def checkpoint_rounds(n_rounds: int) -> np.ndarray:
-    """The rounds at which :func:`run_banditspec` records its regret curve for a loop of ``n_rounds`` rounds.
-
-    >>> checkpoint_rounds(100)[18:].tolist()  # every round up to 21, then about 5% apart, and the last round
-    [19, 20, 21, 23, 24, 26, 27, 29, 30, 32, 34, 35, 37, 39, 41, 43, 45, 47, 50, 52, 55, 58, 60, 63, 66, 70, 73, 77, 81, 85, 89, 93, 98, 100]
+    >>> checkpoint_rounds(100).tolist()
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 14, 16, 19, 22, 25, 28, 33, 38, 43, 50, 57, 66, 76, 87, 100]
     """
-    marks, mark = [], 1.0
-    for t in range(1, n_rounds + 1):
-        if t >= mark:
-            marks.append(t)
-            mark = _next_checkpoint(mark, t)
-    if not marks or marks[-1] != n_rounds:
-        marks.append(max(n_rounds, 1))
-    return np.asarray(marks, dtype=np.int64)
+    grid = checkpoint_grid(int(max_rounds))
+    return np.append(grid[grid < n_rounds], max(int(n_rounds), 1)).astype(np.int64)
 
 
 def run_banditspec(env: _SpeculativeEnv, policy: Policy, *, n_runs: int, seed=None, max_rounds: int = 1_000_000) -> BanditSpecResult:
     """BanditSpec(ALG) (Algorithm 3) on ``n_runs`` prompts at once: play until every response is done.
 
-    The policy is reset first, so its state starts empty for every prompt (each run is a prompt).
+    The loop is :func:`genbandit.simulate`'s, stopped per run when its response is complete. The
+    policy is reset first, so its state starts empty for every prompt (each run is a prompt).
     ``seed`` as in :func:`genbandit.simulate` (an int, or a pair of environment and policy seeds).
 
     >>> from genbandit.envs.speculative import TGDArms, run_banditspec
@@ -893,38 +884,11 @@ def run_banditspec(env: _SpeculativeEnv, policy: Policy, *, n_runs: int, seed=No
     >>> out.stopping_time.tolist() == env.fixed_stopping_times()[:, 1].tolist()
     True
     """
-    env_seed, policy_seed = seed if isinstance(seed, tuple) else spawn_seeds(seed, 2)
-    env.reset(n_runs, seed=env_seed)
-    policy.reset(n_runs, seed=policy_seed)
-    if env.n_arms != policy.n_arms:
-        raise InvalidParameterError(f"{type(policy).__name__} has {policy.n_arms} arms but {type(env).__name__} has {env.n_arms}.")
-    rows = np.arange(n_runs)
-    stopping = np.zeros(n_runs, dtype=np.int64)
-    tokens = np.zeros(n_runs)
-    seconds = np.zeros(n_runs)
-    regret = np.zeros(n_runs)
-    counts = np.zeros((n_runs, env.n_arms), dtype=np.int64)
-    marks, curve = [], []
-    next_mark = 1.0
-    t = 0
-    while t < max_rounds and not env._finished.all():
-        active = ~env._finished
-        actions = policy._select(None)
-        step = env._advance(actions)
-        policy._learn(actions, step.feedback, None)
-        stopping += active
-        counts[rows[active], actions[active]] += 1
-        tokens += step.info["tokens"]
-        seconds += step.info["seconds"]
-        regret += step.regret
-        t += 1
-        if t >= next_mark:  # the rounds of checkpoint_rounds(t_final), decided online
-            marks.append(t)
-            curve.append(regret.copy())
-            next_mark = _next_checkpoint(next_mark, t)
-    if not marks or marks[-1] != t:
-        marks.append(max(t, 1))
-        curve.append(regret.copy())
-    rounds = np.asarray(marks, dtype=np.int64)
-    regret_curve = np.stack(curve, axis=1)
-    return BanditSpecResult(stopping, tokens, seconds, counts, regret, rounds, regret_curve)
+    result = simulate(env, policy, max_rounds, n_runs=n_runs, seed=seed, stop=lambda: env.finished, backend="python")
+    played = int(result.stopping_time.max())
+    rounds = checkpoint_rounds(played, max_rounds)
+    curve = np.concatenate([result.regret[:, : rounds.size - 1], result.regret[:, -1:]], axis=1)
+    zeros = np.zeros(n_runs)
+    return BanditSpecResult(
+        result.stopping_time, result.totals.get("tokens", zeros), result.totals.get("seconds", zeros), result.counts, result.final_regret, rounds, curve
+    )

@@ -423,7 +423,7 @@ def _e2_section(ctx: ReportContext, checks: list) -> None:
     if len(gains) > 2:
         checks.append(("E2: UCBSpec tokens/s >= best fixed arm's - 2 SE on every benchmark and model", all_ok, "; ".join(detail)))
     text = (
-        "A replica of the paper's Table 1 (E2 of the spec). Fixed arms are calibrated to the table "
+        "A replica of the paper's Table 1 (E2). Fixed arms are calibrated to the table "
         "(MAT through the prompt mixture, tokens/s through a per-round cost of 1000 MAT / tokens_per_s ms), so "
         "their rows check the calibration; the bandit rows are what the simulation predicts, the paper's "
         "measured value beside ours. MAT and tokens/s are ratios of totals over groups of prompts; "
@@ -522,10 +522,10 @@ def _e5_section(ctx: ReportContext, checks: list) -> None:
         g4 = np.asarray(units["fixed:4"].metrics["improvement"])
         shape += f"; gamma=4 is below plain decoding on {float((g4 < 1).mean()):.0%} of the samples"
     text = (
-        "Batches of 1 to 50 prompts (spec E5 cost model), arms gamma in {0,...,4}; improvement = tokens/s over plain "
+        "Batches of 1 to 50 prompts (E5 cost model), arms gamma in {0,...,4}; improvement = tokens/s over plain "
         "decoding's expected tokens/s. UCBSpec and EXP3Spec are the serving variants (reward tokens/s "
         "normalised by the a-priori bound (max gamma + 1) B / T(min gamma, B)); released-UCB gets raw tokens/s. "
-        f"Paper (Figure 3, LLaMA3, read off the repo's plot by the spec): best about 1.29 to 1.87, worst 0.93 to 1.55. Ours: {shape}.\n\n"
+        f"Paper (Figure 3, LLaMA3, read off the released code's plot): best about 1.29 to 1.87, worst 0.93 to 1.55. Ours: {shape}.\n\n"
         + "\n".join(rows)
         + f"\n\n![E5 sorted improvement]({path})"
     )

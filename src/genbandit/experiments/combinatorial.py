@@ -2,7 +2,7 @@
 from the environment's ``policy_arguments()``).
 
 The hook draws the paper's Figures 1 and 2 (mean and 95% band), the scaling table
-(multi-play against duplicated), the knapsack comparison, and checks the issue's acceptance
+(multi-play against duplicated), the knapsack comparison, and checks our acceptance
 criteria and the paper's claims on the numbers of this run.
 """
 

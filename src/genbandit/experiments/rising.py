@@ -3,7 +3,7 @@
 Units are the standard ones: the environment's ``diagnostics()`` give the oracle arms and TI-UCB's and
 Ser4's the resets per run, which ``run_unit`` keeps in ``extras`` beside the pulls of every run.
 
-The hook sets the paper's qualitative claims beside our numbers, checks the issue's acceptance
+The hook sets the paper's qualitative claims beside our numbers, checks the acceptance
 criteria and writes where our results differ from the paper's.
 """
 
@@ -136,10 +136,10 @@ def _differences(ctx: ReportContext) -> str:
     if sw:
         horizon = next((r.horizon for r in ctx.results if r.scenario == "fifteen-arm"), 0)
         beats = [p for p in _SW if p in sw and "TI-UCB" in sw and sw[p]["mean"] < sw["TI-UCB"]["mean"]]
-        parts.append(f"- **Sliding windows on fifteen-arm at T = {horizon:,}** (the spec's quick check found them ahead of "
-                     f"TI-UCB at 300,000): here {', '.join(beats) or 'none'} of {', '.join(_SW)} end below TI-UCB. "
+        parts.append(f"- **Sliding windows on fifteen-arm at T = {horizon:,}** (a check at T = 300,000 found them ahead of "
+                     f"TI-UCB): here {', '.join(beats) or 'none'} of {', '.join(_SW)} end below TI-UCB. "
                      "At the paper's horizon (1,500,000) see docs/ti-ucb.md, 'The sliding-window question', measured "
-                     "with benchmarks/rising_paper_horizon.py.")
+                     "with the run recorded there (benchmarks/rising_paper_horizon.toml asks it again).")
     return "\n".join(parts)
 
 
@@ -176,7 +176,7 @@ def _omega_section(ctx: ReportContext) -> str:
     verdict = ("holds" if len(worse) == len(ends) else "does not hold") + (
         f" (ends worse than the best mid-range omega, {omegas[mid]}, by more than 2 s.e.: {', '.join(map(str, worse)) or 'none'})")
     return (f"The paper (sec. 5.5, Fig. 6) finds TI-UCB best for omega in [2^1, 2^7] on its LLM experiment and worse at "
-            f"both ends. Ours, on the LLM stand-in (invented curves): lowest regret at omega = {omegas[best]}. The spec's "
+            f"both ends. Ours, on the LLM stand-in (invented curves): lowest regret at omega = {omegas[best]}. The "
             f"check (regret worse at omega = 1 and at the largest omega than at mid-range omega) {verdict}. Dashed lines: "
             f"the four best baselines of the `llm-replay` scenario (same environment, other draws).\n\n"
             + "\n".join(rows) + f"\n\n![omega ablation]({path})")
@@ -184,7 +184,7 @@ def _omega_section(ctx: ReportContext) -> str:
 
 def report(ctx: ReportContext) -> None:
     """Acceptance criteria, claims beside ours, pull shares, and where we differ."""
-    ctx.add_section("Acceptance criteria (issue 4)", _acceptance(ctx))
+    ctx.add_section("Acceptance criteria", _acceptance(ctx))
     ctx.add_section("The paper's qualitative claims beside ours", _claims_section(ctx))
     ctx.add_section("Where our results differ from the paper's", _differences(ctx))
     omega = _omega_section(ctx)

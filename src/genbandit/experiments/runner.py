@@ -7,14 +7,12 @@ finish, so an interrupted sweep resumes from what it already has.
 from __future__ import annotations
 
 import contextlib
-import json
 import platform
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
-import pandas as pd
 from tqdm.auto import tqdm
 
 from ..core.validation import InvalidParameterError
@@ -143,16 +141,3 @@ def _load_optional_backends() -> None:
             importlib.import_module(module)
         except ImportError:
             pass
-
-
-def load_summary(out_dir: str | Path) -> list[dict]:
-    """Read a run's summary.json records."""
-    return json.loads((Path(out_dir) / "summary.json").read_text())
-
-
-def results_frame(results: Iterable[UnitResult]) -> pd.DataFrame:
-    """All successful units' curves as one tidy frame."""
-    frames = [r.frame() for r in results if r.error is None]
-    if not frames:
-        return pd.DataFrame(columns=["scenario", "policy", "horizon", "run", "round", "regret", "reward"])
-    return pd.concat(frames, ignore_index=True)

@@ -256,7 +256,6 @@ def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
             n_checkpoints=unit.n_checkpoints,
             progress=progress,
             description=f"{unit.scenario_name} / {unit.policy.label}",
-            stop=getattr(env, "finished", None),
         )
         metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
         extras = {

@@ -240,7 +240,7 @@ def make_action_set(spec: dict) -> ActionSet:
 def decompose(x: np.ndarray, space: ActionSet, tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
     """Write ``x`` in ``conv(space)`` as a convex combination of at most ``d + 1`` actions.
 
-    Face walking (spec 2.2.4): take an action ``v`` on the current face, move ``y`` away from
+    Face walking: take an action ``v`` on the current face, move ``y`` away from
     ``v`` until a coordinate hits zero, fix that coordinate (tracked combinatorially, never by a
     threshold) and repeat on the smaller face. Returns ``(weights (k,), actions (k, d))``.
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba import njit, prange
 
@@ -262,14 +261,13 @@ def run_loop(
     rounds: np.ndarray,
     *,
     block: int = 1 << 15,
-    n_threads: int | None = None,
     actions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The compiled loop of :func:`genbandit.simulate` for a smooth policy on a smooth environment.
 
     Takes the freshly reset ``env`` and ``policy`` and the checkpoint ``rounds`` (the last one is the
     horizon); returns ``(regret_at, reward_at, counts)`` as the plain loop records them, on the same
-    random numbers. ``n_threads`` caps numba's threads (runs are split across them); ``actions``, an
+    random numbers. Runs are split across numba's threads (``numba.set_num_threads`` caps them); ``actions``, an
     int64 array ``(n_runs, horizon)``, receives every arm played (for the round-for-round tests).
 
     >>> from genbandit import simulate
@@ -297,15 +295,9 @@ def run_loop(
     counts = np.zeros((n_runs, k), dtype=np.int64)
     trace = actions if actions is not None else np.zeros((n_runs, 0), dtype=np.int64)
     dummy_pol = np.zeros((n_runs, 1))
-    previous = numba.get_num_threads()
-    if n_threads is not None:
-        numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))
-    try:
-        for t0 in range(0, horizon, block):
-            t1 = min(horizon, t0 + block)
-            u_env = np.ascontiguousarray(env.draw_uniforms(t1 - t0))
-            u_pol = np.ascontiguousarray(policy.draw_uniforms(t1 - t0)) if pk == REXP3 else dummy_pol
-            _run_block(t0, t1, horizon, env_kind, noise, params, grid, k, u_env, u_pol, pk, pf, c, fs, ist, buf_arm, buf_rew, rounds, cp_next, cum_reg, cum_rew, reg_at, rew_at, counts, trace)
-    finally:
-        numba.set_num_threads(previous)
+    for t0 in range(0, horizon, block):
+        t1 = min(horizon, t0 + block)
+        u_env = np.ascontiguousarray(env.draw_uniforms(t1 - t0))
+        u_pol = np.ascontiguousarray(policy.draw_uniforms(t1 - t0)) if pk == REXP3 else dummy_pol
+        _run_block(t0, t1, horizon, env_kind, noise, params, grid, k, u_env, u_pol, pk, pf, c, fs, ist, buf_arm, buf_rew, rounds, cp_next, cum_reg, cum_rew, reg_at, rew_at, counts, trace)
     return reg_at, rew_at, counts

@@ -301,10 +301,10 @@ class FixedArm(Policy):
             raise InvalidParameterError(f"The 'arm' parameter of {type(self).__name__} must be below n_arms={self.n_arms}. Got {self.arm} instead.")
 
     def _init_state(self, n_runs: int) -> None:
-        self._pulls = np.zeros(n_runs, dtype=np.int64)
+        """A fixed arm learns nothing: no state."""
 
     def _select(self, contexts):
         return np.full(self._n_runs, self.arm, dtype=np.int64)
 
     def _update(self, actions, feedback, contexts):
-        self._pulls += 1
+        """Nothing to learn."""

@@ -274,7 +274,7 @@ def hybrid_regularizer(x, n, gamma: float, order: int = 0) -> np.ndarray:
 
 
 def newton_ftrl(c: np.ndarray, beta: np.ndarray, x0: np.ndarray, n: np.ndarray, A: np.ndarray, gamma: float, tol: float = 1e-20) -> np.ndarray:
-    """``argmin_{A x = A x0} <c, x> + sum_i beta_i phi_i(x_i)`` for every run by damped Newton (spec 2.2.3a).
+    """``argmin_{A x = A x0} <c, x> + sum_i beta_i phi_i(x_i)`` for every run by damped Newton (the FTRL step of GenLBINFV, Algorithm 3).
 
     ``c``, ``beta``, ``x0`` ``(n_runs, d)``; ``x0`` strictly inside ``(0, n)`` and feasible.
     The barrier keeps ``x > 0`` and the entropy term ``x < n``; steps keep 1% of the distance

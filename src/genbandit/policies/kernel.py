@@ -80,7 +80,7 @@ def _raw_diag(X: np.ndarray, kernel: str, gamma: float) -> np.ndarray:
 
 
 def kernel_matrix(X: Any, Y: Any, kernel: str = "rbf", gamma: float = 5.0, sigma: float = 5.0, normalize: bool = True) -> np.ndarray:
-    """Kernel matrix ``K[i, j] = k(X[i], Y[j])``, ``(n, m)`` (spec section 1.5).
+    """Kernel matrix ``K[i, j] = k(X[i], Y[j])``, ``(n, m)`` (Hu et al. 2025, sec. 3.1).
 
     ``gamma`` scales the polynomial kernel's inner product; ``sigma`` is the RBF bandwidth (the
     paper's "gamma" in App. C.4, not scikit-learn's ``1/(2 sigma^2)``).
@@ -162,7 +162,7 @@ def _krr_new(d: int) -> dict:
 
 
 class _KRRMixin:
-    """Kernel evaluation and the O(n^2) block-inverse insert/predict of one KRR (spec section 2.2)."""
+    """Kernel evaluation and the O(n^2) block-inverse insert/predict of one KRR (Hu et al. 2025, Algorithm 2)."""
 
     def _k(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         return kernel_matrix(X, Y, self.kernel, self.gamma, self.sigma, self.normalize_kernel)
@@ -307,7 +307,7 @@ class NaiveKRR(PAKUCB):
 # Random Fourier features with Sherman-Morrison updates
 # ---------------------------------------------------------------------------------------------
 class _RFFMixin:
-    """Frequencies drawn once per run and shared by every arm (spec section 5, item 5)."""
+    """Frequencies drawn once per run and shared by every arm (Hu et al. 2025, Algorithms 4 and 5)."""
 
     def _n_out(self) -> int:
         return 2 * self.n_components if self.feature_map == "cos-sin" else self.n_components
@@ -343,7 +343,7 @@ class RFFUCB(_RFFMixin, _ContextualPolicy):
     and ``b_g = Phi_g' v``; ``mu_g = phi' A_g^-1 b_g``, ``sigma_g = sqrt(phi' A_g^-1 phi)``.
     Cost per round is independent of t. Vectorised over runs.
 
-    ``center=True`` (our addition, not the paper's estimator; the spec's trap 10 recommends
+    ``center=True`` (our addition, not the paper's estimator; recommended when scores sit far from 0
     centring scores that sit far from 0): each arm's ridge fits its scores minus their running mean
     ``m_g``, so an arm predicts ``m_g`` rather than 0 where it has seen nothing alike:
     ``mu_g = m_g + phi' A_g^-1 Phi_g' (v - m_g 1)``. The width is unchanged.
@@ -428,7 +428,7 @@ class RFFUCB(_RFFMixin, _ContextualPolicy):
 # Sup- variants (Algorithms 3 and 6): staged elimination, used for the analysis
 # ---------------------------------------------------------------------------------------------
 class _SupMixin:
-    """SupLinUCB-style staging (Auer 2003) over per-(stage, arm) models (spec sections 2.3 and 2.5).
+    """SupLinUCB-style staging (Auer 2003) over per-(stage, arm) models (Hu et al. 2025, Algorithms 3 and 6).
 
     Stages m = 1..M, M = ceil(log2 T). A round either exploits (every width below 1/sqrt(T); the
     round joins no index set), eliminates and moves to the next stage (every width below 2^(1-m)),
@@ -577,7 +577,7 @@ class SupRFFUCB(_SupMixin, _RFFMixin, _ContextualPolicy):
 
 
 # ---------------------------------------------------------------------------------------------
-# Baselines (spec section 2.6)
+# Baselines (Hu et al. 2025, sec. 6.2)
 # ---------------------------------------------------------------------------------------------
 def _joint_inputs(contexts: np.ndarray, n_arms: int) -> np.ndarray:
     """z_{t,g} = [y_t ; onehot(g)] for every run and arm, ``(n_runs, n_arms, d + G)``."""
@@ -590,13 +590,13 @@ def _joint_inputs(contexts: np.ndarray, n_arms: int) -> np.ndarray:
 
 @register_policy("linucb-shared")
 class LinUCB(_ContextualPolicy):
-    """LinUCB with one shared weight (Chu et al. 2011), as the PAK-UCB paper's baseline (spec section 2.6).
+    """LinUCB with one shared weight (Chu et al. 2011), as the PAK-UCB paper's baseline (sec. 6.2).
 
     One ridge model on ``z = [y ; onehot(g)]``: ``A = alpha I + sum z z'``, ``b = sum r z``,
     ``UCB_g = z_g' A^-1 b + eta sqrt(z_g' A^-1 z_g)``. It models ``theta_y' y + theta_g``, a shared
     slope plus a per-arm offset, so it cannot follow rankings that reverse across prompt types.
     ``eta`` defaults to the PAK-UCB value ``sqrt(2 log(2G/delta))`` (the official code's baseline
-    uses ``2 log(2G/delta)``; pass ``eta`` to get it). Arms never played come first (spec section 2.6,
+    uses ``2 log(2G/delta)``; pass ``eta`` to get it). Arms never played come first (sec. 6.2,
     as for every baseline there), ties at random.
 
     Examples
@@ -647,7 +647,7 @@ class LinUCB(_ContextualPolicy):
 
 @register_policy("kernelucb-shared")
 class KernelUCB(_KRRMixin, _ContextualPolicy):
-    """KernelUCB (Valko et al. 2013) with one shared KRR on ``[y ; onehot(g)]``, the paper's baseline (spec section 2.6).
+    """KernelUCB (Valko et al. 2013) with one shared KRR on ``[y ; onehot(g)]``, the paper's baseline (sec. 6.2).
 
     ``UCB_g = k_z' (K + alpha I)^-1 v + eta alpha^-1/2 sqrt(k(z,z) - k_z' (K + alpha I)^-1 k_z)`` with
     ``z = [y ; onehot(g)]`` and the polynomial kernel ``(1 + gamma z.z')^3``, gamma = 1. Every

@@ -69,7 +69,7 @@ class TIUCB(Policy):
     ``conf_c * sqrt(2 ln(1/delta) / n)`` (Proposition 1, ``conf_c = 16``); untried arms first,
     ties at random. After a pull, once the arm has ``2 omega`` observations since its reset, the
     lines fitted on the windows ``w1 = [n-2ω+1, n-ω]`` and ``w2 = [n-ω+1, n]`` are both evaluated
-    at ``n + 1`` (the paper's w2 coefficient predicts at ``n``, a typo: spec trap T6); when they
+    at ``n + 1`` (the paper's w2 coefficient predicts at ``n``, a typo: Algorithm 1 compares predictions of the next pull); when they
     differ by more than ``gamma / 2`` the arm's history restarts from its newest observation
     (Line 11: ``n <- 1``). ``delta`` defaults to ``1 / horizon`` (Theorem 3 needs ``delta <= 1/T``;
     the paper does not state its value). Prefix sums make each round O(n_arms).
@@ -85,7 +85,7 @@ class TIUCB(Policy):
     gamma : float, default 0.3
         Change threshold (a change fires when the window predictions differ by more than gamma/2).
     conf_c : float, default 16
-        Multiplier of the confidence width (the paper's constant; spec trap T3 shows how much it matters).
+        Multiplier of the confidence width (the paper's 16, Algorithm 1 line 3; the final regret is sensitive to it).
 
     Examples
     --------
@@ -239,7 +239,7 @@ def rexp3_tuning(horizon: int, n_arms: int, variation_budget: float, form: str =
     """(batch length, gamma) of Rexp3 (Besbes, Gur & Zeevi 2014, Theorem 2).
 
     besbes: ``Delta_T = ceil((k ln k)^(1/3) (T/V_T)^(2/3))``; printed: ``ceil(k ln^(1/3) k (T/V_T)^(2/3))``,
-    as Jia et al. (2023) §7.2 print it (smooth spec, trap T8). ``gamma = min(1, sqrt(k ln k / ((e - 1) Delta_T)))``.
+    as Jia et al. (2023) §7.2 print it. ``gamma = min(1, sqrt(k ln k / ((e - 1) Delta_T)))``.
     The batch is capped at T: a longer one is plain EXP3 tuned for T.
 
     >>> batch, gamma = rexp3_tuning(10**6, 2, 0.05, form="printed")
@@ -264,7 +264,7 @@ class Rexp3(Policy):
     is multiplied by ``exp(γ x / (p_i K))``, ``x = (X - reward_min) / (reward_max - reward_min)``
     clipped to [0, 1]. ``variation_budget`` ``V_T`` defaults to ``K`` (TI-UCB paper, App. C). The
     normaliser sums over *all* arms (the public code the TI-UCB paper likely used omits the played
-    arm: spec T12). The smooth family's setting is :class:`~genbandit.policies.smooth.SmoothRexp3`.
+    arm). The smooth family's setting is :class:`~genbandit.policies.smooth.SmoothRexp3`.
 
     >>> from genbandit.policies.rising import Rexp3
     >>> policy = Rexp3(n_arms=2, horizon=1000, seed=0)
@@ -449,7 +449,7 @@ class _SlidingWindow(Policy):
     """Counts and sums of each arm over the last ``window`` rounds, kept with a ring buffer.
 
     When the window slides, the outcome that leaves it is removed from *its own* arm's statistics
-    (the public code the TI-UCB paper likely used removes it from the arm being pulled: spec T12).
+    (the public code the TI-UCB paper likely used removes it from the arm being pulled).
     """
 
     reward_range = None

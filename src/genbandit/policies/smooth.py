@@ -46,7 +46,7 @@ _HORIZON = [Interval(Integral, 1, None, "left")]
 
 # --------------------------------------------------------------------------------------- tunings
 def _epoch_rounds(delta: float, horizon: int) -> int:
-    """Epoch length in rounds: ``round(Delta T)`` clipped to [1, T] (spec trap T6)."""
+    """Epoch length in rounds: ``round(Delta T)`` clipped to [1, T] (Algorithms 1 and 2: epochs of ``Delta T`` rounds)."""
     return int(min(max(round(min(delta, 1.0) * horizon), 1), horizon))
 
 
@@ -67,7 +67,7 @@ def be_s_tuning(horizon: int, L: float = 1.0, n_arms: int | None = None) -> tupl
     """(Delta, B) of BE-S, beta = 2: one-armed (Thm 5.4) or, with ``n_arms``, k-armed (Thm 6.2).
 
     One-armed: ``Delta = L^(-2/5) T^(-1/5) log^(1/5) T``, ``B = L^(-1/5) T^(2/5) log^(3/5) T`` (the
-    paper's §7.3 budget ``T^(3/5) log^(4/5) T`` is a typo, spec trap T10). k-armed:
+    paper's §7.3 budget ``T^(3/5) log^(4/5) T`` is a typo: it contradicts Thm 5.4's tuning). k-armed:
     ``Delta = L^(-2/5) k^(-3/5) T^(-1/5) (log T log k)^(1/5)``,
     ``B = L^(-1/5) sqrt(Delta T log T log k / k)``.
 
@@ -303,7 +303,7 @@ class BENS(_TunedBE):
     ``Delta = L^(-2/3) T^(-1/3) log^(1/3) T``, ``B = budget_const * sigma * L^(-1/3) T^(1/3) log^(2/3) T``
     (see :func:`be_ns_tuning`); regret O(L^(1/3) T^(2/3) log^(1/3) T). ``budget_const`` (default 1,
     the paper's literal tuning) scales B: the proofs want ``B^2 >= 6 Delta T log T``, which needs
-    ``sqrt(6)`` (spec trap T4). ``sigma`` scales B for rewards of scale other than 1 (trap T17).
+    ``sqrt(6)`` (the proofs of Thms 5.2 and 5.4). ``sigma`` scales B for rewards of scale other than 1 (the budget is in reward units).
 
     >>> from genbandit.policies.smooth import BENS
     >>> p = BENS(n_arms=2, horizon=10**6, one_armed=True)

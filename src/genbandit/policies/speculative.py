@@ -7,7 +7,7 @@ longest speculation any arm makes, so rewards span a width of ``L``.
 
 - :class:`UCBSpec` (Algorithm 4/8) and :class:`EXP3Spec` (Algorithm 5/9): the paper's rules.
 - :class:`ServingUCBSpec`, :class:`ServingEXP3Spec`: the same rules on a throughput reward
-  (tokens/s), normalised by an a-priori bound ``max_reward`` (spec section 6, trap 6).
+  (tokens/s), normalised by an a-priori bound ``max_reward`` (section 6.2: the analysis needs rewards in a known bounded range).
 - :class:`SpecUCB1` ("UCB1-style"): ``mean + L sqrt(2 ln t / n)``, a textbook yardstick.
 - :class:`ReleasedUCB` ("released-UCB"): the rule in the authors' released serving code; its
   bonus divides by the *total* pull count, so it is the same for every arm and the rule is greedy
@@ -39,7 +39,7 @@ def ucbspec_radius(n: np.ndarray, t: int, n_arms: int, width: float, delta: floa
     ``cr = (width/2) sqrt((1 + n)/n^2 (1 + 2 log(K t^2 sqrt(1 + n) / delta)))`` with ``n`` the
     arm's pulls and ``t`` the completed rounds; ``width = L`` for rewards in ``[1, L+1]``.
 
-    >>> round(float(ucbspec_radius(np.array(5), 20, 4, 4.0, 0.5)), 2)  # spec, trap 4: 4.26
+    >>> round(float(ucbspec_radius(np.array(5), 20, 4, 4.0, 0.5)), 2)  # eq. 6 by hand: 4.26
     4.26
     """
     n = np.asarray(n, dtype=float)
@@ -173,7 +173,7 @@ class UCBSpec(_TokenReward, _UCBSpecRule):
     ``cr_i = (L/2) sqrt((1+n_i)/n_i^2 (1 + 2 log(K t^2 sqrt(1+n_i)/delta)))``, ``t`` the completed
     rounds. ``delta = 1/2`` is the value of the proof of Theorem 4.3 (the paper's experiments do
     not give one). Rewards are the tokens each round emits, in ``[1, L+1]``. ``radius_scale``
-    multiplies ``cr`` (1, the paper's rule, by default; the spec suggests treating it as tunable
+    multiplies ``cr`` (1, the paper's rule, by default; it can be treated as tunable
     because the radius is large for responses of a few hundred tokens).
 
     >>> from genbandit.policies.speculative import UCBSpec
@@ -207,7 +207,7 @@ class ServingUCBSpec(_ThroughputReward, _UCBSpecRule):
 
     The reward is tokens/s, unbounded in principle; the paper's radius needs a bounded reward, so
     it is divided by an a-priori bound ``max_reward`` (clipped to 1 above it) and the radius uses
-    width 1 (spec section 6, trap 6). Otherwise Algorithm 8 unchanged.
+    width 1 (section 6.2). Otherwise Algorithm 8 unchanged.
 
     >>> from genbandit.policies.speculative import ServingUCBSpec
     >>> policy = ServingUCBSpec(n_arms=2, max_reward=200.0, seed=0)
@@ -298,7 +298,7 @@ class SpecUCB1(_TokenReward):
     """UCB1-style rule for speculative decoding (Auer et al. 2002, scaled to rewards in [1, L+1]).
 
     Each arm once, then ``argmax mean_i + L sqrt(2 ln t / n_i)``, ``t`` the completed rounds
-    (the "UCB1-style" column of the BanditSpec spec's section 5.3 reference table).
+    (a UCB1-style index, Auer et al. 2002).
 
     >>> from genbandit.policies.speculative import SpecUCB1
     >>> policy = SpecUCB1(n_arms=2, max_length=4, seed=0)
@@ -339,7 +339,7 @@ class ReleasedUCB(Policy):
     Warm-up: round ``s`` (1-based) plays arm ``(s - 1) mod K`` for ``s <= warmup`` (7 in the code:
     arms 1,2,3,4,1,2,3). Then ``argmax mean_i + sqrt(c ln s / sum_j N_j)`` with ``c = 6``. The bonus
     divides by the *total* pull count, so it is the same for every arm: the rule is greedy on the
-    empirical means and can lock onto a wrong arm, hence linear regret (spec section 2.9.3). The
+    empirical means and can lock onto a wrong arm, hence linear regret. The
     reward is whatever is fed back (raw tokens/s in the released serving code).
 
     >>> from genbandit.policies.speculative import ReleasedUCB
