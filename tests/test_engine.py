@@ -84,5 +84,6 @@ def test_backends_are_chosen_by_capability():
 
 
 def test_the_policy_time_is_booked_apart_from_the_environment():
-    res = simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=500, seed=0)
+    res = simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=500, seed=0, time_policy=True)
     assert np.all(np.diff(res.policy_seconds) >= 0) and 0 < res.policy_seconds[-1] <= res.wall_time
+    assert simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=50, seed=0).policy_seconds is None

@@ -10,7 +10,8 @@ the plain loop is a small option of the same loop, never a copy of it:
   regret, reward, info or pulls), their ``stopping_time`` is the rounds they counted, and the loop
   ends when every run is done (or at ``horizon``).
 - per-round quantities: each ``Step.info`` key is summed and recorded at the checkpoints in
-  ``SimulationResult.curves`` (``totals`` holds the final sums).
+  ``SimulationResult.curves`` (``totals`` holds the final sums); ``time_policy=True`` books the
+  time spent in the policy alone the same way (``policy_seconds``).
 - for a policy that declares a ``reward_range``, every round's feedback goes through the check
   :meth:`Policy.update` makes, so a reward outside it is refused with the same error.
 - compiled backends: a policy that has a compiled loop for an environment returns it from its
@@ -64,7 +65,7 @@ class SimulationResult:
     its cumulative sum at the checkpoints ``(n_runs, n_checkpoints)``; ``stopping_time``
     ``(n_runs,)`` the rounds each run counted (``horizon`` unless a stop condition ended it);
     ``policy_seconds`` ``(n_checkpoints,)`` the wall time spent in the policy's ``select`` and
-    ``update`` alone (the environment excluded), cumulative at the checkpoints (plain loop only).
+    ``update`` alone (the environment excluded), cumulative at the checkpoints (with ``time_policy``).
     """
 
     horizon: int
@@ -124,6 +125,7 @@ def simulate(
     description: str | None = None,
     stop: Callable[[], np.ndarray] | None = None,
     backend: str = "auto",
+    time_policy: bool = False,
 ) -> SimulationResult:
     """Run ``policy`` on ``env`` for ``horizon`` rounds in ``n_runs`` runs at once.
 
@@ -131,7 +133,8 @@ def simulate(
     seed gives the same numbers bit for bit. A pair ``(env_seed, policy_seed)`` seeds them
     separately: the experiment runner gives every policy of a scenario the same environment seed,
     so policies are compared on the same draws (common random numbers). ``stop`` and ``backend``
-    as in the module docstring.
+    as in the module docstring; ``time_policy=True`` books the time spent in the policy's
+    ``select`` and ``update`` alone at the checkpoints (``policy_seconds``; plain loop only).
 
     >>> from genbandit import BernoulliArms, UCB1, simulate
     >>> result = simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=1000, n_runs=4, seed=0)
@@ -154,7 +157,7 @@ def simulate(
             horizon=int(horizon), n_runs=n_runs, rounds=rounds, regret=regret_at, reward=reward_at, counts=counts, wall_time=wall,
             stopping_time=np.full(n_runs, int(horizon), dtype=np.int64),
         )  # fmt: skip
-    book = _Book(rounds, n_runs, env.n_arms, policy)
+    book = _Book(rounds, n_runs, env.n_arms, policy, time_policy)
     bar = tqdm(total=horizon, desc=description, disable=not progress, leave=False, unit="round", mininterval=0.5)
     tick = max(horizon // 200, 1)
     allocation = policy.action_kind == "allocation"
@@ -166,14 +169,20 @@ def simulate(
                 break
             active = ~done
         contexts = env._observe()
-        tic = time.perf_counter()
-        actions = policy._select(contexts)
-        spent = time.perf_counter() - tic
-        step = env._advance(actions)
-        book.check_reward(step.feedback, actions)
-        tic = time.perf_counter()
-        policy._learn(actions, step.feedback, contexts)
-        book.policy_time += spent + (time.perf_counter() - tic)
+        if time_policy:
+            tic = time.perf_counter()
+            actions = policy._select(contexts)
+            spent = time.perf_counter() - tic
+            step = env._advance(actions)
+            book.check_reward(step.feedback, actions)
+            tic = time.perf_counter()
+            policy._learn(actions, step.feedback, contexts)
+            book.policy_time += spent + (time.perf_counter() - tic)
+        else:
+            actions = policy._select(contexts)
+            step = env._advance(actions)
+            book.check_reward(step.feedback, actions)
+            policy._learn(actions, step.feedback, contexts)
         book.add(t, actions, step, allocation, active)
         if t % tick == 0:
             bar.update(tick)
@@ -185,27 +194,36 @@ def simulate(
 class _Book:
     """The regret book of the plain loop: running sums, pulls, info keys, checkpoint records."""
 
-    def __init__(self, rounds: np.ndarray, n_runs: int, n_arms: int, policy: Policy) -> None:
+    def __init__(self, rounds: np.ndarray, n_runs: int, n_arms: int, policy: Policy, time_policy: bool) -> None:
         self.rounds = rounds
         self.n_runs = n_runs
         self.rows = np.arange(n_runs)
         self.regret = np.zeros(n_runs)
         self.reward = np.zeros(n_runs)
         self.counts = np.zeros((n_runs, n_arms), dtype=np.int64)
-        self.stopping_time = np.zeros(n_runs, dtype=np.int64)
+        self.stopping_time = np.zeros(n_runs, dtype=np.int64)  # counted per run under a stop condition
+        self.played = 0  # rounds every run counted (without one)
         self.regret_at = np.empty((n_runs, rounds.size))
         self.reward_at = np.empty((n_runs, rounds.size))
         self.policy_time = 0.0
-        self.policy_time_at = np.empty(rounds.size)
+        self.policy_time_at = np.empty(rounds.size) if time_policy else None
         self.totals: dict[str, np.ndarray] = {}
         self.curves: dict[str, np.ndarray] = {}
         self.next = 0
         self.policy = policy
 
     def check_reward(self, feedback, actions: np.ndarray) -> None:
-        """For a policy that declares a ``reward_range``: the very check ``Policy.update`` makes (same error)."""
-        if self.policy.reward_range is not None:
-            self.policy._check_feedback(feedback, actions)
+        """For a policy that declares a ``reward_range``: the very check ``Policy.update`` makes (same error).
+
+        Rewards inside the range (the usual case) pass on a cheap test; anything else goes through
+        the policy's own check, which raises or, for a policy that accepts and clips, lets it pass.
+        """
+        bounds = self.policy.reward_range
+        if bounds is None:
+            return
+        if isinstance(feedback, np.ndarray) and feedback.size and bounds[0] <= feedback.min() and feedback.max() <= bounds[1]:
+            return
+        self.policy._check_feedback(feedback, actions)
 
     def add(self, t: int, actions: np.ndarray, step, allocation: bool, active: np.ndarray | None) -> None:
         if active is None:
@@ -215,7 +233,7 @@ class _Book:
                 self.counts += actions
             else:
                 self.counts[self.rows, actions] += 1
-            self.stopping_time += 1
+            self.played = t
             info = step.info
         else:
             self.regret += np.where(active, step.regret, 0.0)
@@ -238,7 +256,8 @@ class _Book:
     def _record(self, first: int, last: int) -> None:
         self.regret_at[:, first:last] = self.regret[:, None]
         self.reward_at[:, first:last] = self.reward[:, None]
-        self.policy_time_at[first:last] = self.policy_time
+        if self.policy_time_at is not None:
+            self.policy_time_at[first:last] = self.policy_time
         for key, total in self.totals.items():
             self.curves[key][:, first:last] = total[:, None]
         self.next = last
@@ -248,5 +267,5 @@ class _Book:
             self._record(self.next, self.rounds.size)
         return SimulationResult(
             horizon=horizon, n_runs=self.n_runs, rounds=self.rounds, regret=self.regret_at, reward=self.reward_at, counts=self.counts,
-            wall_time=wall, totals=self.totals, curves=self.curves, stopping_time=self.stopping_time, policy_seconds=self.policy_time_at,
+            wall_time=wall, totals=self.totals, curves=self.curves, stopping_time=self.stopping_time + self.played, policy_seconds=self.policy_time_at,
         )  # fmt: skip

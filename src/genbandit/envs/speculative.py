@@ -175,6 +175,10 @@ class _SpeculativeEnv(Environment):
         """``(n_runs,)`` whether each response is complete."""
         return self._finished.copy()
 
+    def policy_arguments(self) -> dict:
+        """Constructor arguments a policy may take from this environment: the drafts' ``max_length`` L, where it has one."""
+        return {"max_length": getattr(self, "max_length", None)}
+
     def response_lengths(self) -> np.ndarray:
         """``(n_runs,)`` tokens each response has (known in advance by the simulator only)."""
         return self._response.copy()

@@ -35,7 +35,7 @@ from ..envs.speculative import (
 )
 from ..policies.speculative import FixedArm, ServingEXP3Spec, ServingUCBSpec
 from .report import ReportContext, format_mean
-from .units import Unit, UnitResult, build_environment
+from .units import Unit, UnitResult, build_environment, build_policy
 
 __all__ = ["stopping_time_unit", "e0_unit", "e5_unit", "report"]
 
@@ -68,12 +68,7 @@ def _make_policy(unit: Unit, env):
     if spec.policy in ("fixed", "fixed-arm", "FixedArm") or label.startswith("fixed:"):
         arm = spec.params.get("arm", _fixed_arm_index(label, env) if label.startswith("fixed:") else 0)
         return FixedArm(n_arms=env.n_arms, arm=arm)
-    cls = POLICIES.get(spec.policy)
-    params = dict(spec.params)
-    params.setdefault("n_arms", env.n_arms)
-    if "max_length" in cls._param_names() and hasattr(env, "max_length"):
-        params.setdefault("max_length", env.max_length)
-    return cls(**params)
+    return build_policy(spec, env, unit.horizon)
 
 
 def _fixed_results(unit: Unit, env, n_runs: int, env_seed) -> list[BanditSpecResult]:

@@ -38,8 +38,8 @@ def runtime_unit(unit: Unit, progress: bool = False) -> UnitResult:
     T = unit.horizon
     n_blocks = min(20, T)
     with threadpool_limits(1):
-        result = simulate(env, policy, T, n_runs=1, seed=unit.seeds(), n_checkpoints=2 * n_blocks, progress=progress,
-                          description=f"{unit.scenario_name} / {unit.policy.label}")
+        result = simulate(env, policy, T, n_runs=1, seed=unit.seeds(), n_checkpoints=2 * n_blocks, time_policy=True,
+                          progress=progress, description=f"{unit.scenario_name} / {unit.policy.label}")
     ends = np.unique(np.searchsorted(result.rounds, np.linspace(0, T, n_blocks + 1).astype(int)[1:]))
     block_rounds = result.rounds[ends]
     spent = result.policy_seconds[ends]
