@@ -12,13 +12,11 @@ streams (how much any router could gain over the best single model) and the acce
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..core.simulator import simulate
 from .metrics import compute_metric
-from .report import ReportContext, format_mean
+from .report import ReportContext
 from .units import Unit, UnitResult, build_environment, build_policy
 
 __all__ = ["runtime_unit", "report", "headroom"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["kl_bernoulli", "kl_ucb_index", "argmax_random_ties", "choose_by_index", "accumulate", "sample_rows"]
+from ..core.validation import InvalidParameterError
+
+__all__ = ["kl_bernoulli", "kl_ucb_index", "argmax_random_ties", "choose_by_index", "accumulate", "sample_rows", "clip01", "needs_horizon_or"]
 
 _EPS = 1e-15
 
@@ -83,3 +85,14 @@ def argmax_random_ties(values: np.ndarray, rng: np.random.Generator) -> np.ndarr
     """Row-wise argmax of ``values`` ``(n_runs, n_arms)``, exact ties broken uniformly at random."""
     is_best = values == values.max(axis=1, keepdims=True)
     return np.where(is_best, rng.random(values.shape) + 1.0, 0.0).argmax(axis=1)
+
+
+def clip01(x: np.ndarray) -> np.ndarray:
+    """``x`` clipped to [0, 1] (for rules whose source assumes rewards there)."""
+    return np.clip(x, 0.0, 1.0)
+
+
+def needs_horizon_or(value, horizon, what: str, owner: str) -> None:
+    """Refuse a policy that has neither ``horizon`` nor an explicit ``what`` to tune from."""
+    if value is None and horizon is None:
+        raise InvalidParameterError(f"{owner} needs either 'horizon' or an explicit '{what}'.")

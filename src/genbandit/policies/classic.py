@@ -16,7 +16,7 @@ from ..core.registry import register_policy
 from ..core.validation import Interval, InvalidParameterError
 from ._stats import accumulate, choose_by_index, kl_ucb_index, sample_rows
 
-__all__ = ["UCB1", "KLUCB", "ThompsonSampling", "GaussianThompsonSampling", "EXP3", "EpsilonGreedy", "RandomPolicy", "FixedArm"]
+__all__ = ["UCB1", "KLUCB", "ThompsonSampling", "GaussianThompsonSampling", "EXP3", "EpsilonGreedy", "RandomPolicy", "FixedArm", "Greedy", "BestSingle"]
 
 
 class _EmpiricalMeans(Policy):
@@ -308,3 +308,40 @@ class FixedArm(Policy):
 
     def _update(self, actions, feedback, contexts):
         """Nothing to learn."""
+
+
+@register_policy()
+class Greedy(_IndexPolicy):
+    """Context-free greedy: the best running mean, untried arms first (the PAK-UCB paper's official code's ``greedy_selector``).
+
+    >>> from genbandit.policies.classic import Greedy
+    >>> policy = Greedy(n_arms=2, seed=0)
+    >>> _ = policy.update(0, 0.2); _ = policy.update(1, 0.9)
+    >>> policy.select()
+    1
+    """
+
+    name = "greedy"
+
+    def __init__(self, n_arms: int, seed=None) -> None:
+        self.n_arms = n_arms
+        self.seed = seed
+
+    def _index(self) -> np.ndarray:
+        return self._means()
+
+
+@register_policy("one-arm-oracle")
+class BestSingle(FixedArm):
+    """The one-arm oracle (Hu et al. 2025, section 5): always the model that is best on average.
+
+    ``arm`` is the best single model, which the oracle knows in advance (an environment's
+    ``best_single_arm``); OtB measures every other policy against it. The rule is
+    :class:`FixedArm`'s.
+
+    >>> from genbandit.policies.classic import BestSingle
+    >>> BestSingle(n_arms=3, arm=2).select()
+    2
+    """
+
+    name = "best-single"

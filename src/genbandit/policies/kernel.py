@@ -31,7 +31,7 @@ from ..core.base import Policy
 from ..core.registry import register_policy
 from ..core.validation import Interval, Options
 from ._stats import argmax_random_ties
-from .classic import FixedArm, _IndexPolicy
+from .classic import BestSingle, Greedy  # noqa: F401  (the paper's context-free baselines, importable from here too)
 
 __all__ = [
     "kernel_matrix",
@@ -693,40 +693,3 @@ class KernelUCB(_KRRMixin, _ContextualPolicy):
         Z = _joint_inputs(contexts, self.n_arms)
         for r, arm in enumerate(actions):
             self._krr_insert(self._models[r], Z[r, int(arm)], float(feedback[r]))
-
-
-@register_policy()
-class Greedy(_IndexPolicy):
-    """Context-free greedy (the official code's ``greedy_selector``): the best running mean, untried arms first.
-
-    >>> from genbandit.policies.kernel import Greedy
-    >>> policy = Greedy(n_arms=2, seed=0)
-    >>> _ = policy.update(0, 0.2); _ = policy.update(1, 0.9)
-    >>> policy.select()
-    1
-    """
-
-    name = "greedy"
-
-    def __init__(self, n_arms: int, seed=None) -> None:
-        self.n_arms = n_arms
-        self.seed = seed
-
-    def _index(self) -> np.ndarray:
-        return self._means()
-
-
-@register_policy("one-arm-oracle")
-class BestSingle(FixedArm):
-    """The one-arm oracle (Hu et al. 2025, section 5): always the model that is best on average.
-
-    ``arm`` is the best single model, which the oracle knows in advance (an environment's
-    ``best_single_arm``); OtB measures every other policy against it. The rule is
-    :class:`~genbandit.policies.classic.FixedArm`'s.
-
-    >>> from genbandit.policies.kernel import BestSingle
-    >>> BestSingle(n_arms=3, arm=2).select()
-    2
-    """
-
-    name = "best-single"

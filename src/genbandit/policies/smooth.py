@@ -26,7 +26,7 @@ import numpy as np
 from ..core.base import Policy
 from ..core.registry import register_policy
 from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
-from .rising import SWUCB, Rexp3
+from .nonstationary import SWUCB, Rexp3, _bernoulli_example
 
 __all__ = [
     "be_ns_tuning",
@@ -371,7 +371,7 @@ class BES(_TunedBE):
 class SmoothRexp3(_CompiledLoop, Rexp3):
     """Rexp3 (Besbes, Gur & Zeevi 2014) as Jia et al. (2023) §7 set it: ``V_T = 0.05``, the batch as printed.
 
-    The algorithm is :class:`~genbandit.policies.rising.Rexp3`; only the defaults differ: the batch
+    The algorithm is :class:`~genbandit.policies.nonstationary.Rexp3`; only the defaults differ: the batch
     ``ceil(k ln^(1/3) k (T/V)^(2/3))`` as the paper prints it (``batch_form="besbes"`` for Besbes et
     al.'s ``(k ln k)^(1/3)``), capped at T, and ``variation_budget = 0.05``.
 
@@ -394,23 +394,15 @@ class SmoothRexp3(_CompiledLoop, Rexp3):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.stochastic import BernoulliArms
-
-        return [(cls(n_arms=3, horizon=200, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
+        return _bernoulli_example(cls, horizon=200)
 
 
 # --------------------------------------------------------------------------------------- UCB additions
-def _bernoulli_example(cls):
-    from ..envs.stochastic import BernoulliArms
-
-    return [(cls(n_arms=3, horizon=200, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
-
-
 @register_policy("smooth-sw-ucb")
 class SmoothSWUCB(_CompiledLoop, SWUCB):
     """Sliding-window UCB (Garivier & Moulines 2011, sec. 4): an ADDITION, the paper runs no UCB.
 
-    The algorithm and its ring buffer are :class:`~genbandit.policies.rising.SWUCB`; this setting
+    The algorithm and its ring buffer are :class:`~genbandit.policies.nonstationary.SWUCB`; this setting
     takes ``tau = window`` or :func:`window_for` (T, L), reads ``t`` in ``log(min(t, tau))`` as the
     current round, and breaks ties (unseen arms first) by the lowest index, so that it draws no
     random numbers and its compiled loop in ``_smooth_numba`` follows it round for round.
@@ -449,7 +441,7 @@ class SmoothSWUCB(_CompiledLoop, SWUCB):
 
     @classmethod
     def _check_examples(cls):
-        return _bernoulli_example(cls)
+        return _bernoulli_example(cls, horizon=200)
 
 
 @register_policy("smooth-d-ucb")
@@ -511,4 +503,4 @@ class SmoothDUCB(_CompiledLoop, Policy):
 
     @classmethod
     def _check_examples(cls):
-        return _bernoulli_example(cls)
+        return _bernoulli_example(cls, horizon=200)
