@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from genbandit.experiments import banditspec as B
+from genbandit.experiments import banditspec_units as B
 from genbandit.experiments.config import load_config
 from genbandit.experiments.runner import plan_units
 

@@ -23,7 +23,7 @@ from genbandit.envs.speculative import (
     tgd_accept_for_mean,
     tgd_mean,
 )
-from genbandit.experiments.banditspec import losslessness_pvalues
+from genbandit.experiments.banditspec_units import losslessness_pvalues
 from genbandit.policies.speculative import (
     EXP3Spec,
     FixedArm,
@@ -350,7 +350,7 @@ def test_e1_decomposition_estimates_the_regret():
 
 
 def test_fixed_arms_from_the_draws_equal_the_loop():
-    from genbandit.experiments.banditspec import _fixed_from_draws
+    from genbandit.experiments.banditspec_units import _fixed_from_draws
 
     for env in (Table1Replica("alpaca", "qwen2", seed=3), ObliviousReplay(response_length=200, seed=2)):
         for arm in range(4):
@@ -363,7 +363,7 @@ def test_fixed_arms_from_the_draws_equal_the_loop():
 
 
 def test_fixed_arm_results_from_draws_equal_the_loop():
-    from genbandit.experiments.banditspec import _fixed_from_draws
+    from genbandit.experiments.banditspec_units import _fixed_from_draws
 
     env = Table1Replica("debug-bench", "qwen2", seed=4)
     for arm in range(4):

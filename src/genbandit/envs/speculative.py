@@ -1,4 +1,4 @@
-"""Speculative-decoding simulators E0-E5 of the BanditSpec spec (section 5.3) and the BanditSpec loop.
+"""Speculative-decoding simulators E0-E5 for BanditSpec (Hou et al., ICML 2025) and the BanditSpec loop.
 
 Each run is one prompt: it has a response to emit, and every round (one draft plus one target
 verification with the chosen arm) emits ``Y in {1, ..., L+1}`` tokens, truncated at the end of the
@@ -16,7 +16,9 @@ reward-decomposition estimate of the stopping-time regret (paper eq. 36).
 - E5 :class:`ServingThroughput`: batch serving, arms are speculation lengths, reward tokens/s.
 
 :func:`run_banditspec` runs a policy on such an environment until every response is complete and
-returns the stopping times (the BanditSpec loop, Algorithm 3).
+returns the stopping times (the BanditSpec loop, Algorithm 3). The truncated-geometric law lives in
+:mod:`genbandit.envs.tgd`, the paper's Table 1 and its calibration in :mod:`genbandit.envs.table1`
+(both importable from here too).
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ..core.base import Environment, Policy, Step
 from ..core.registry import register_environment
 from ..core.rng import spawn_seeds
 from ..core.simulator import checkpoint_grid, simulate
 from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
+from .table1 import ARM_LENGTHS, COPY_RUN, TABLE1, TABLE1_ARMS, calibrate_table1
+from .tgd import draw_tgd, tgd_accept_for_mean, tgd_mean
 
 __all__ = [
     "tgd_mean",
@@ -49,109 +52,6 @@ __all__ = [
     "checkpoint_rounds",
     "run_banditspec",
 ]
-
-
-# ----------------------------------------------------------------------------- TGD helpers
-def tgd_mean(p, length):
-    """Mean of the truncated geometric law TGD(p, L): ``(1 - p^(L+1)) / (1 - p)`` (paper eq. 130).
-
-    >>> round(tgd_mean(0.5, 4), 4)
-    1.9375
-    """
-    p = np.asarray(p, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean = np.where(p < 1, (1 - p ** (length + 1)) / (1 - np.where(p < 1, p, 0.0)), length + 1.0)
-    return float(mean) if mean.ndim == 0 else mean
-
-
-def tgd_accept_for_mean(mean: float, length: int) -> float:
-    """The acceptance ``p`` with ``E[TGD(p, L)] = mean`` (solved numerically, e.g. 3.94 at L=6 -> 0.7989).
-
-    >>> round(tgd_accept_for_mean(3.94, 6), 4)
-    0.7989
-    """
-    if not 1.0 <= mean < length + 1:
-        raise InvalidParameterError(f"A TGD mean lies in [1, L+1) = [1, {length + 1}). Got {mean!r} instead.")
-    if mean == 1.0:
-        return 0.0
-    return float(brentq(lambda p: tgd_mean(p, length) - mean, 0.0, 1.0 - 1e-12, xtol=1e-13))
-
-
-def _draw_tgd(rng: np.random.Generator, p: np.ndarray, length) -> np.ndarray:
-    """``1 + min(G, L)`` with ``P(G = k) = p^k (1 - p)``: the tokens of one round (accepted + bonus)."""
-    p = np.minimum(np.asarray(p, dtype=float), 1.0 - 1e-12)
-    accepted = rng.geometric(1.0 - p) - 1
-    return 1 + np.minimum(accepted, length)
-
-
-# ----------------------------------------------------------------------------- Table 1 (paper)
-#: Fixed arms of Table 1, in arm order.
-TABLE1_ARMS = ("PLD", "REST", "Suffix", "Eagle-2")
-#: BanditSpec Table 1: (MAT, tokens/s) per model, benchmark and method (vanilla, arms, bandits).
-TABLE1 = {
-    "llama3": {
-        "spec-bench": {"vanilla": (1.00, 35.73), "PLD": (1.46, 43.96), "REST": (1.29, 40.67), "Suffix": (1.83, 55.10), "Eagle-2": (3.94, 98.15), "EXP3Spec": (3.65, 102.10), "UCBSpec": (3.98, 105.72)},
-        "alpaca": {"vanilla": (1.00, 35.92), "PLD": (1.53, 53.06), "REST": (1.48, 52.40), "Suffix": (1.71, 64.02), "Eagle-2": (4.04, 110.00), "EXP3Spec": (4.23, 120.38), "UCBSpec": (4.35, 125.78)},
-        "code-editor": {"vanilla": (1.00, 36.32), "PLD": (2.13, 82.61), "REST": (1.33, 51.32), "Suffix": (2.30, 90.21), "Eagle-2": (4.79, 128.76), "EXP3Spec": (4.36, 137.29), "UCBSpec": (4.83, 138.27)},
-        "debug-bench": {"vanilla": (1.00, 36.89), "PLD": (1.67, 82.76), "REST": (1.29, 48.49), "Suffix": (2.13, 77.56), "Eagle-2": (4.78, 119.12), "EXP3Spec": (4.50, 132.25), "UCBSpec": (4.60, 135.34)},
-    },
-    "qwen2": {
-        "spec-bench": {"vanilla": (1.00, 38.71), "PLD": (1.55, 52.44), "REST": (1.31, 46.42), "Suffix": (1.96, 68.42), "Eagle-2": (3.64, 97.82), "EXP3Spec": (3.76, 107.36), "UCBSpec": (4.13, 112.33)},
-        "alpaca": {"vanilla": (1.00, 39.32), "PLD": (1.42, 58.41), "REST": (1.47, 59.01), "Suffix": (1.46, 62.60), "Eagle-2": (3.61, 104.43), "EXP3Spec": (3.83, 113.90), "UCBSpec": (3.93, 114.20)},
-        "code-editor": {"vanilla": (1.00, 39.30), "PLD": (1.89, 64.56), "REST": (1.31, 53.79), "Suffix": (2.18, 85.75), "Eagle-2": (4.88, 138.58), "EXP3Spec": (4.90, 160.41), "UCBSpec": (4.92, 161.35)},
-        "debug-bench": {"vanilla": (1.00, 39.57), "PLD": (2.15, 70.49), "REST": (1.22, 50.51), "Suffix": (2.49, 101.47), "Eagle-2": (4.79, 126.01), "EXP3Spec": (4.86, 151.73), "UCBSpec": (5.10, 151.37)},
-    },
-}
-
-_COPY_FREE_ACCEPT = 0.2  # copiers on free text, and on a copy-heavy prompt's misses: TGD(0.2, 10)
-_COPY_RUN = (5, 11)  # a long copied run emits U{5..11} tokens
-_COPY_BEST_MEAN = 6.0  # the better copier's mean on copy-heavy prompts (5-7)
-_ARM_LENGTHS = (10, 10, 10, 6)  # PLD / REST / Suffix draft up to 10 tokens, Eagle-2's tree is 6 deep
-
-
-def calibrate_table1(benchmark: str, model: str) -> dict:
-    """E2's parameters for one cell of Table 1 (how they follow from the table is in docs/banditspec.md).
-
-    Returns ``copy_share`` (the probability that a prompt is copy-heavy), per arm ``free_accept``
-    (TGD acceptance on free text), ``copy_accept`` and ``copy_run`` (on copy-heavy prompts a round
-    is a long run U{5..11} with probability ``copy_run``, else TGD(copy_accept, L)), ``lengths``,
-    ``cost_ms`` (``1000 MAT / tokens_per_s`` of the table) and ``vanilla_ms``.
-
-    >>> cal = calibrate_table1("code-editor", "llama3")
-    >>> round(cal["copy_share"], 3), [round(c, 1) for c in cal["cost_ms"]]
-    (0.577, [25.8, 25.9, 25.5, 37.2])
-    """
-    if model not in TABLE1 or benchmark not in TABLE1[model]:
-        raise InvalidParameterError(f"No Table 1 cell for benchmark {benchmark!r} and model {model!r}: benchmarks {sorted(TABLE1['llama3'])}, models {sorted(TABLE1)}.")
-    cell = TABLE1[model][benchmark]
-    mats = np.array([cell[a][0] for a in TABLE1_ARMS])
-    m0 = tgd_mean(_COPY_FREE_ACCEPT, 10)
-    run_mean = sum(_COPY_RUN) / 2.0
-    # The better copier reaches _COPY_BEST_MEAN on copy-heavy prompts; its round-weighted
-    # (harmonic) mean over the mixture must equal its MAT: 1/MAT = f/6 + (1-f)/m0.
-    best_copy = max(mats[0], mats[2])
-    share = (1 / m0 - 1 / best_copy) / (1 / m0 - 1 / _COPY_BEST_MEAN)
-    free_accept, copy_accept, copy_run = [], [], []
-    for i, (mat, length) in enumerate(zip(mats, _ARM_LENGTHS)):
-        if TABLE1_ARMS[i] in ("PLD", "Suffix"):
-            copy_mean = share / (1 / mat - (1 - share) / m0)
-            free_accept.append(_COPY_FREE_ACCEPT)
-            copy_accept.append(_COPY_FREE_ACCEPT)
-            copy_run.append((copy_mean - m0) / (run_mean - m0))
-        else:  # REST and Eagle-2 do not depend on the prompt type
-            p = tgd_accept_for_mean(mat, length)
-            free_accept.append(p)
-            copy_accept.append(p)
-            copy_run.append(0.0)
-    return {
-        "copy_share": float(share),
-        "free_accept": free_accept,
-        "copy_accept": copy_accept,
-        "copy_run": copy_run,
-        "lengths": list(_ARM_LENGTHS),
-        "cost_ms": [1000.0 * cell[a][0] / cell[a][1] for a in TABLE1_ARMS],
-        "vanilla_ms": 1000.0 * cell["vanilla"][0] / cell["vanilla"][1],
-    }
 
 
 # ----------------------------------------------------------------------------- base classes
@@ -355,7 +255,7 @@ class TGDArms(_StackedEnv):
         self._means = tgd_mean(self._p, self.max_length)
 
     def _draw_arm(self, rng, arm, n_columns):
-        return _draw_tgd(rng, np.full((self.n_runs, n_columns), self._p[arm]), self.max_length)
+        return draw_tgd(rng, np.full((self.n_runs, n_columns), self._p[arm]), self.max_length)
 
     @classmethod
     def _check_examples(cls):
@@ -410,7 +310,7 @@ class Table1Replica(_StackedEnv):
     @property
     def max_length(self) -> int:
         """``L``: the longest speculation of any arm (``Y <= L + 1``)."""
-        return max(_ARM_LENGTHS)
+        return max(ARM_LENGTHS)
 
     def _draw_lengths(self, n_runs):
         raw = self.response_median * np.exp(self.response_sigma * self._rng.standard_normal(n_runs))
@@ -420,8 +320,8 @@ class Table1Replica(_StackedEnv):
         cal = self.calibration
         self._copy = self._rng.random(n_runs) < cal["copy_share"]
         self._type_means = np.empty((2, self.n_arms))  # row 0 free text, row 1 copy-heavy
-        run_mean = sum(_COPY_RUN) / 2.0
-        for i, length in enumerate(_ARM_LENGTHS):
+        run_mean = sum(COPY_RUN) / 2.0
+        for i, length in enumerate(ARM_LENGTHS):
             self._type_means[0, i] = tgd_mean(cal["free_accept"][i], length)
             q = cal["copy_run"][i]
             self._type_means[1, i] = q * run_mean + (1 - q) * tgd_mean(cal["copy_accept"][i], length)
@@ -434,9 +334,9 @@ class Table1Replica(_StackedEnv):
         cal, n = self._cal, self.n_runs
         copy = self._copy[:, None]
         p = np.where(copy, cal["copy_accept"][arm], cal["free_accept"][arm])
-        y = _draw_tgd(rng, np.broadcast_to(p, (n, n_columns)), _ARM_LENGTHS[arm])
+        y = draw_tgd(rng, np.broadcast_to(p, (n, n_columns)), ARM_LENGTHS[arm])
         long_run = copy & (rng.random((n, n_columns)) < cal["copy_run"][arm])
-        runs = rng.integers(_COPY_RUN[0], _COPY_RUN[1] + 1, size=(n, n_columns))
+        runs = rng.integers(COPY_RUN[0], COPY_RUN[1] + 1, size=(n, n_columns))
         return np.where(long_run, runs, y)
 
     @classmethod
@@ -509,7 +409,7 @@ class DriftingArms(_ArmLengths, _SpeculativeEnv):
 
     def _draw_y(self, actions):
         p = self._p[self._regime(), actions]
-        return _draw_tgd(self._rng, p, np.asarray(self.lengths)[actions])
+        return draw_tgd(self._rng, p, np.asarray(self.lengths)[actions])
 
     @classmethod
     def _check_examples(cls):
@@ -551,7 +451,7 @@ class ObliviousReplay(_SpeculativeEnv):
     def _init_state(self, n_runs):
         super()._init_state(n_runs)
         p = np.asarray(self.accept, dtype=float)[None, :, None]
-        self._table = _draw_tgd(self._rng, np.broadcast_to(p, (n_runs, self.n_arms, self.response_length)), self.max_length).astype(np.int16)
+        self._table = draw_tgd(self._rng, np.broadcast_to(p, (n_runs, self.n_arms, self.response_length)), self.max_length).astype(np.int16)
         self._means = tgd_mean(np.asarray(self.accept, dtype=float), self.max_length)
 
     def mean_rewards(self):
@@ -808,7 +708,7 @@ class ServingThroughput(_ArmLengths, _SpeculativeEnv):
     def _step(self, actions):
         rows = np.arange(actions.shape[0])
         gamma = np.asarray(self.lengths)[actions]
-        y = _draw_tgd(self._rng, self._alpha, gamma[:, None])
+        y = draw_tgd(self._rng, self._alpha, gamma[:, None])
         ms = np.array([self.round_ms(g) for g in gamma]) * np.exp(self.noise * self._rng.standard_normal(actions.shape[0]))
         self._last_seconds = ms / 1000.0
         active = ~self._finished
