@@ -45,6 +45,13 @@ def _environment(unit: Unit, params: dict):
     return build_environment(replace(unit.scenario, params=params), unit.horizon)
 
 
+def _unit_setup(unit: Unit) -> tuple[dict, object, int, np.random.SeedSequence, np.random.SeedSequence]:
+    """(runner-only params, environment, runs, environment seed, policy seed) of a unit."""
+    params, runner = _split_params(unit)
+    env_seed, policy_seed = unit.seeds()
+    return runner, _environment(unit, params), unit.scenario.n_runs, env_seed, policy_seed
+
+
 def _fixed_arm_index(label: str, env) -> int:
     arm = label.split(":", 1)[1]
     names = list(getattr(env, "arm_names", ()) or ())
@@ -99,10 +106,7 @@ def _grouped(values: np.ndarray, group: int) -> np.ndarray:
 def stopping_time_unit(unit: Unit, progress: bool = False) -> UnitResult:
     """One (scenario, policy) of E1-E4: the BanditSpec loop on every prompt of the scenario."""
     start = time.perf_counter()
-    params, runner = _split_params(unit)
-    env = _environment(unit, params)
-    n_runs = unit.scenario.n_runs
-    env_seed, policy_seed = unit.seeds()
+    runner, env, n_runs, env_seed, policy_seed = _unit_setup(unit)
     fixed = _fixed_results(unit, env, n_runs, env_seed)
     fixed_st = np.stack([f.stopping_time for f in fixed], axis=1)
     fixed_sec = np.stack([f.seconds for f in fixed], axis=1)
@@ -203,10 +207,7 @@ def losslessness_pvalues(env: ToyLMSpeculative) -> dict[str, float]:
 def e0_unit(unit: Unit, progress: bool = False) -> UnitResult:
     """E0: decode the toy LM with one policy and test its output law against plain decoding."""
     start = time.perf_counter()
-    params, _ = _split_params(unit)
-    env = _environment(unit, params)
-    n_runs = unit.scenario.n_runs
-    env_seed, policy_seed = unit.seeds()
+    _, env, n_runs, env_seed, policy_seed = _unit_setup(unit)
     policy = _make_policy(unit, env)
     res = run_banditspec(env, policy, n_runs=n_runs, seed=(env_seed, policy_seed))
     lengths, _ = env.outputs()
