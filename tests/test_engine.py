@@ -87,3 +87,30 @@ def test_the_policy_time_is_booked_apart_from_the_environment():
     res = simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=500, seed=0, time_policy=True)
     assert np.all(np.diff(res.policy_seconds) >= 0) and 0 < res.policy_seconds[-1] <= res.wall_time
     assert simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=50, seed=0).policy_seconds is None
+
+
+def test_compare_summaries_reports_moved_missing_and_timing_records(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_summaries.py"
+    spec = importlib.util.spec_from_file_location("compare_summaries", path)
+    compare_summaries = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare_summaries)
+
+    def rec(scenario, metric, mean, stderr=0.1):
+        return {"scenario": scenario, "policy": "UCB1", "metric": metric, "mean": mean, "stderr": stderr, "n_runs": 4}
+
+    a = [rec("s", "final_regret", 10.0), rec("s", "pulls_per_second", 1e5), rec("s", "optimal_rate", 0.5), rec("t", "final_regret", 1.0)]
+    b = [rec("s", "final_regret", 10.0 + 1e-9), rec("s", "pulls_per_second", 2e5), rec("s", "optimal_rate", 0.6)]
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    lines = compare_summaries.compare(compare_summaries.load_records(tmp_path / "a.json"), compare_summaries.load_records(tmp_path / "b.json"))
+    assert lines == [
+        "differs: s / UCB1 / final_regret: mean 10.0 -> 10.000000001 (relative 1.00e-10)",
+        "differs: s / UCB1 / optimal_rate: mean 0.5 -> 0.6 (relative 1.67e-01)",
+        "only in A: t / UCB1 / final_regret",
+    ]
+    assert compare_summaries.main([str(tmp_path / "a.json"), str(tmp_path / "a.json")]) == 0
+    assert compare_summaries.main([str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--rtol", "1e-6"]) == 1  # optimal_rate and t still differ
