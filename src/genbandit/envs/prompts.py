@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from ..core.base import Environment, Step
-from ..core.registry import register_environment
+from ..core.metrics import reported_total as _total
+from ..core.registry import register_environment, register_metric
 from ..core.validation import Interval, InvalidParameterError, Options
-from ..experiments.metrics import _total, register_metric
 
 __all__ = [
     "PromptReplay",

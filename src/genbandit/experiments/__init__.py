@@ -1,9 +1,19 @@
-"""Experiments: configs, the unit grid, backends, metrics and reports."""
+"""Experiments: configs, the unit grid, backends, metrics and reports (loaded on first use)."""
 
-from .config import ExperimentConfig, load_config
-from .metrics import register_metric
-from .report import ReportContext
-from .runner import plan_units, register_backend, run_experiment
-from .units import Unit, UnitResult, run_unit
+from .._lazy import lazy_exports
 
-__all__ = ["ExperimentConfig", "ReportContext", "Unit", "UnitResult", "load_config", "plan_units", "register_backend", "register_metric", "run_experiment", "run_unit"]
+_EXPORTS = {
+    "ExperimentConfig": "genbandit.experiments.config",
+    "load_config": "genbandit.experiments.config",
+    "register_metric": "genbandit.core.registry",
+    "ReportContext": "genbandit.experiments.report",
+    "plan_units": "genbandit.experiments.runner",
+    "register_backend": "genbandit.experiments.runner",
+    "run_experiment": "genbandit.experiments.runner",
+    "Unit": "genbandit.experiments.units",
+    "UnitResult": "genbandit.experiments.units",
+    "run_unit": "genbandit.experiments.units",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

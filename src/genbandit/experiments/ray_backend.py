@@ -49,9 +49,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..core.registry import ENVIRONMENTS, POLICIES
+from ..core.registry import ENVIRONMENTS, METRICS, POLICIES
 from ..core.validation import InvalidParameterError
-from .metrics import METRICS
 from .runner import register_backend
 from .units import Unit, UnitResult, run_unit
 
@@ -91,7 +90,7 @@ def _plugin_modules(unit: Unit, extra: tuple[str, ...]) -> tuple[str, ...]:
         owners.append(POLICIES.get(unit.policy.policy))
     if unit.scenario.environment and unit.scenario.environment in ENVIRONMENTS:
         owners.append(ENVIRONMENTS.get(unit.scenario.environment))
-    owners += [METRICS[name][0] for name in unit.metrics if name in METRICS]
+    owners += [METRICS.get(name) for name in unit.metrics if name in METRICS]
     for owner in owners:
         module = getattr(owner, "__module__", "") or ""
         if module and module != "__main__" and module.split(".")[0] != "genbandit" and module not in found:

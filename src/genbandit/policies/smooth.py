@@ -24,7 +24,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..core.base import Policy
-from ..core.registry import register_policy
+from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
 from .rising import SWUCB, Rexp3
 
@@ -240,8 +240,8 @@ class BudgetedExploration(Policy):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.smooth import SinusoidArms
-        from ..envs.stochastic import BernoulliArms
+        SinusoidArms = ENVIRONMENTS.get("SinusoidArms")
+        BernoulliArms = ENVIRONMENTS.get("BernoulliArms")
 
         return [
             (cls(n_arms=3, horizon=300, budget=3.0, epoch_length=60, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1)),
@@ -275,8 +275,8 @@ class _TunedBE(BudgetedExploration):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.smooth import SinusoidArms
-        from ..envs.stochastic import BernoulliArms
+        SinusoidArms = ENVIRONMENTS.get("SinusoidArms")
+        BernoulliArms = ENVIRONMENTS.get("BernoulliArms")
 
         return [
             (cls(n_arms=3, horizon=300, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1)),
@@ -378,14 +378,14 @@ class SmoothRexp3(Rexp3):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.stochastic import BernoulliArms
+        BernoulliArms = ENVIRONMENTS.get("BernoulliArms")
 
         return [(cls(n_arms=3, horizon=200, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
 
 
 # --------------------------------------------------------------------------------------- UCB additions
 def _bernoulli_example(cls):
-    from ..envs.stochastic import BernoulliArms
+    BernoulliArms = ENVIRONMENTS.get("BernoulliArms")
 
     return [(cls(n_arms=3, horizon=200, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
 

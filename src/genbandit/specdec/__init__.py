@@ -9,8 +9,7 @@ arm is a drafter x speculation length; any registered policy picks one per round
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 __all__ = [
     "SpeculativeDecoder",
@@ -37,9 +36,4 @@ _WHERE = {
     "SuffixMatchDrafter": "drafters",
     "ByteTokenizer": "tokenizer",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name, module in _WHERE.items()})

@@ -35,25 +35,12 @@ from ..core.base import Policy
 from ..core.registry import POLICIES
 from ..core.validation import InvalidInputError, InvalidParameterError
 from .drafters import Draft, Drafter
+from .tensors import crop_cache, tempered_probs
 
 __all__ = ["Arm", "GenerationResult", "SpeculativeDecoder", "crop_cache", "tempered_probs", "make_policy"]
 
 #: Names under which a BanditSpec-aware policy takes the maximum speculation length ``L``.
 _L_PARAMETER_NAMES = ("L", "max_length", "spec_length", "max_speculation_length")
-
-
-def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``softmax(logits / temperature)`` over the last axis, in the logits' precision (at least float32)."""
-    if logits.dtype in (torch.float16, torch.bfloat16):
-        logits = logits.float()
-    return torch.softmax(logits / temperature, dim=-1)
-
-
-def crop_cache(cache: Any, length: int) -> None:
-    """Keep the first ``length`` positions of a Hugging Face KV cache (``DynamicCache``), in place."""
-    current = cache.get_seq_length()
-    if length < current:
-        cache.crop(length - current)  # a negative count removes that many positions, in every transformers version
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,7 @@ class ModelDrafter(Drafter):
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
         import torch
 
-        from .decoder import crop_cache, tempered_probs
+        from .tensors import crop_cache, tempered_probs
 
         if k <= 0:
             return Draft([])
