@@ -130,7 +130,7 @@ class Registry:
 
 POLICIES = Registry("policy", "policies", builtins=("genbandit.policies",))
 ENVIRONMENTS = Registry("environment", "environments", builtins=("genbandit.envs",))
-METRICS = Registry("metric", "metrics", builtins=("genbandit.experiments.metrics", "genbandit.envs"))
+METRICS = Registry("metric", "metrics", builtins=("genbandit.experiments.metrics", "genbandit.experiments.rising", "genbandit.envs"))
 REPRODUCTIONS = Registry("reproduction", "reproductions", builtins=("genbandit.experiments.config",))
 
 
