@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("ray")
+
 import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 
-import pytest
 import ray
 
 from genbandit.experiments.config import load_config

@@ -1,6 +1,6 @@
 """Speculative decoding on Hugging Face causal LMs, tuned online by a bandit (BanditSpec, Hou et al., ICML 2025).
 
-``SpeculativeDecoder`` verifies drafts losslessly (greedy and sampling, spec Algorithm 6) with KV
+``SpeculativeDecoder`` verifies drafts losslessly (greedy, and sampling by Algorithm 6 of the paper) with KV
 caches; drafters are a smaller LM (:class:`ModelDrafter`), prompt lookup
 (:class:`PromptLookupDrafter`) and a suffix-automaton copier (:class:`SuffixMatchDrafter`). Each
 arm is a drafter x speculation length; any registered policy picks one per round. Needs the
