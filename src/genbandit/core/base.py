@@ -320,7 +320,8 @@ class Policy(_Seeded, abc.ABC):
         policy = klass(**params)
         n_runs = learned.get("_n_runs")
         if not isinstance(n_runs, Integral) or n_runs < 1:
-            raise InvalidInputError(f"The state dict of {klass.__name__} has no valid '_n_runs' (got {n_runs!r}).")
+            problem = "missing '_n_runs'" if "_n_runs" not in learned else f"'_n_runs' must be a positive int, not {n_runs!r}"
+            raise InvalidInputError(f"the learned state of {klass.__name__}: {problem}.")
         reference = policy.clone().reset(int(n_runs), seed=0)
         expected = {k: v for k, v in vars(reference).items() if k.startswith("_") and k != "_rng"}
         check_fields(f"the learned state of {klass.__name__}", learned, expected)
