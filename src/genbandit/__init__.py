@@ -13,37 +13,19 @@ from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-#: Public name -> the module that defines it.
+#: The module that defines each public name.
 _EXPORTS = {
-    "Environment": "genbandit.core.base",
-    "Policy": "genbandit.core.base",
-    "Step": "genbandit.core.base",
-    "ENVIRONMENTS": "genbandit.core.registry",
-    "METRICS": "genbandit.core.registry",
-    "POLICIES": "genbandit.core.registry",
-    "REPRODUCTIONS": "genbandit.core.registry",
-    "register_environment": "genbandit.core.registry",
-    "register_metric": "genbandit.core.registry",
-    "register_policy": "genbandit.core.registry",
-    "check_random_state": "genbandit.core.rng",
-    "GenbanditError": "genbandit.core.validation",
-    "InvalidInputError": "genbandit.core.validation",
-    "InvalidParameterError": "genbandit.core.validation",
-    "SimulationResult": "genbandit.core.simulator",
-    "simulate": "genbandit.core.simulator",
-    "AdversarialTable": "genbandit.envs.nonstationary",
-    "PiecewiseStationary": "genbandit.envs.nonstationary",
-    "SwitchingArms": "genbandit.envs.nonstationary",
-    "BernoulliArms": "genbandit.envs.stochastic",
-    "GaussianArms": "genbandit.envs.stochastic",
-    "EXP3": "genbandit.policies.classic",
-    "KLUCB": "genbandit.policies.classic",
-    "UCB1": "genbandit.policies.classic",
-    "EpsilonGreedy": "genbandit.policies.classic",
-    "GaussianThompsonSampling": "genbandit.policies.classic",
-    "RandomPolicy": "genbandit.policies.classic",
-    "ThompsonSampling": "genbandit.policies.classic",
+    "genbandit.core.base": ("Environment", "Policy", "Step"),
+    "genbandit.core.registry": (
+        "ENVIRONMENTS", "METRICS", "POLICIES", "REPRODUCTIONS", "register_environment", "register_metric", "register_policy",
+    ),
+    "genbandit.core.rng": ("check_random_state",),
+    "genbandit.core.validation": ("GenbanditError", "InvalidInputError", "InvalidParameterError"),
+    "genbandit.core.simulator": ("SimulationResult", "simulate"),
+    "genbandit.envs.nonstationary": ("AdversarialTable", "PiecewiseStationary", "SwitchingArms"),
+    "genbandit.envs.stochastic": ("BernoulliArms", "GaussianArms"),
+    "genbandit.policies.classic": ("EXP3", "KLUCB", "UCB1", "EpsilonGreedy", "GaussianThompsonSampling", "RandomPolicy", "ThompsonSampling"),
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -3,17 +3,12 @@
 from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "ExperimentConfig": "genbandit.experiments.config",
-    "load_config": "genbandit.experiments.config",
-    "register_metric": "genbandit.core.registry",
-    "ReportContext": "genbandit.experiments.report",
-    "plan_units": "genbandit.experiments.runner",
-    "register_backend": "genbandit.experiments.runner",
-    "run_experiment": "genbandit.experiments.runner",
-    "Unit": "genbandit.experiments.units",
-    "UnitResult": "genbandit.experiments.units",
-    "run_unit": "genbandit.experiments.units",
+    "genbandit.experiments.config": ("ExperimentConfig", "load_config"),
+    "genbandit.core.registry": ("register_metric",),
+    "genbandit.experiments.report": ("ReportContext",),
+    "genbandit.experiments.runner": ("plan_units", "register_backend", "run_experiment"),
+    "genbandit.experiments.units": ("Unit", "UnitResult", "run_unit"),
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

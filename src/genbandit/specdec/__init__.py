@@ -24,16 +24,11 @@ __all__ = [
     "ByteTokenizer",
 ]
 
-_WHERE = {
-    "SpeculativeDecoder": "decoder",
-    "GenerationResult": "decoder",
-    "Arm": "decoder",
-    "make_policy": "decoder",
-    "Drafter": "drafters",
-    "Draft": "drafters",
-    "ModelDrafter": "drafters",
-    "PromptLookupDrafter": "drafters",
-    "SuffixMatchDrafter": "drafters",
-    "ByteTokenizer": "tokenizer",
-}
-__getattr__, __dir__ = lazy_exports(__name__, {name: f"{__name__}.{module}" for name, module in _WHERE.items()})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        f"{__name__}.decoder": ("SpeculativeDecoder", "GenerationResult", "Arm", "make_policy"),
+        f"{__name__}.drafters": ("Drafter", "Draft", "ModelDrafter", "PromptLookupDrafter", "SuffixMatchDrafter"),
+        f"{__name__}.tokenizer": ("ByteTokenizer",),
+    },
+)
