@@ -3,7 +3,7 @@
 A drafter proposes up to ``k`` tokens that continue the token sequence ``ids`` (prompt plus the
 text accepted so far). Copiers (:class:`PromptLookupDrafter`, :class:`SuffixMatchDrafter`) return
 a deterministic guess: their proposal law is a point mass, which the sampling verifier of the
-BanditSpec spec's Algorithm 6 handles exactly. :class:`ModelDrafter` runs a smaller causal LM with
+Algorithm 6 of the BanditSpec paper (Hou et al., 2025) handles exactly. :class:`ModelDrafter` runs a smaller causal LM with
 its own KV cache and returns the law ``Q`` it sampled each token from.
 
 Every drafter sees the whole sequence at each call and keeps only caches keyed on it, so a drafter
