@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("cvxpy")
+pytest.importorskip("networkx")
+pytest.importorskip("ot")
+
 import itertools
 
 import cvxpy as cp
 import networkx as nx
 import numpy as np
 import ot
-import pytest
 
 from genbandit.core.simulator import simulate
 from genbandit.core.validation import InvalidInputError, InvalidParameterError

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import genbandit
 from genbandit import (
     EXP3,
     UCB1,
@@ -124,9 +129,45 @@ def test_state_dict_round_trip_mid_run_continues_identically():
 
 def test_from_state_dict_rejects_garbage_and_the_wrong_class():
     with pytest.raises(InvalidInputError, match="Not a genbandit policy state dict"):
-        Policy.from_state_dict({"policy": "nowhere:Nothing"})
+        Policy.from_state_dict(["policy", "nowhere:Nothing"])
+    with pytest.raises(InvalidInputError, match="cannot find"):
+        Policy.from_state_dict({**UCB1(n_arms=2).state_dict(), "policy": "nowhere:Nothing"})
     with pytest.raises(InvalidInputError, match="not a EXP3"):
         EXP3.from_state_dict(UCB1(n_arms=2).state_dict())
+
+
+def test_a_state_without_a_format_version_is_refused_as_older():
+    state = UCB1(n_arms=2).state_dict()
+    del state["version"]
+    with pytest.raises(InvalidInputError, match="saved by an older genbandit"):
+        Policy.from_state_dict(state)
+    with pytest.raises(InvalidInputError, match="format version 2; this genbandit reads version 1"):
+        Policy.from_state_dict({**UCB1(n_arms=2).state_dict(), "version": 2})
+
+
+def test_a_state_whose_array_changed_dtype_or_shape_is_refused():
+    policy = UCB1(n_arms=3, seed=0)
+    policy.update(policy.select(), 1.0)
+    name = next(k for k, v in vars(policy).items() if isinstance(v, np.ndarray) and v.dtype == np.float64)
+    state = policy.state_dict()
+    vars(policy)[name] = vars(policy)[name].astype(np.float32)
+    state32 = policy.state_dict()
+    with pytest.raises(InvalidInputError, match=f"'{name}' has dtype float32, shape \\(1, 3\\); expected float64, shape \\(1, 3\\)"):
+        Policy.from_state_dict(state32)
+    vars(policy)[name] = np.zeros((1, 4))
+    with pytest.raises(InvalidInputError, match=f"'{name}' has dtype float64, shape \\(1, 4\\)"):
+        Policy.from_state_dict(policy.state_dict())
+    assert Policy.from_state_dict(state).state_dict() == state
+
+
+def test_import_genbandit_loads_no_heavy_library():
+    code = (
+        "import sys, genbandit, genbandit.core, genbandit.experiments, genbandit.specdec; "
+        "print(sorted(m for m in ('matplotlib', 'pandas', 'pyarrow', 'torch', 'transformers', 'sklearn', 'ray', 'numba', 'scipy') if m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(genbandit.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_serialization_is_exact():

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
 
-from genbandit import InvalidParameterError
+from genbandit import REPRODUCTIONS, InvalidParameterError, __version__
 from genbandit.cli import main
+from genbandit.core.optional import MissingExtraError, import_optional
 from genbandit.experiments import load_config, plan_units, run_experiment
 
 TINY = """
@@ -139,12 +141,66 @@ def test_config_errors_are_clear(patch, message):
         load_config(raw)
 
 
-def test_cli_errors_and_list(tmp_path, capsys):
+def _scenario(**extra):
+    return {"name": "s", "environment": "bernoulli", "params": {"means": [0.2, 0.8]}, **extra}
+
+
+@pytest.mark.parametrize(
+    "patch, message",
+    [
+        ({"scenarios": [_scenario(environment="bernouli-arms")]}, "Unknown environment 'bernouli-arms'; did you mean 'bernoulli-arms'\\?"),
+        ({"scenarios": [_scenario(params={"meens": [0.2, 0.8]})]}, "'bernoulli' has no parameter 'meens'; did you mean 'means'\\?"),
+        ({"policies": [{"label": "T", "policy": "Thompsen"}]}, "Unknown policy 'Thompsen'; did you mean 'Thompson'\\?"),
+        ({"policies": [{"policy": "UCB1", "params": {"alpah": 1.0}}]}, "'UCB1' has no parameter 'alpah'; did you mean 'alpha'\\?"),
+        ({"metrics": ["final_regert"]}, "Unknown metric 'final_regert'; did you mean 'final_regret'\\?"),
+        ({"policies": [{"label": "KLUCB"}]}, "label 'KLUCB' is not a policy's exact name.*did you mean 'KL-UCB'\\?"),
+        ({"hooks": ["genbandit.experiments.classic:nothing"]}, "'genbandit.experiments.classic:nothing' is not an importable"),
+        ({"scenarios": [_scenario(runner="genbandit.no_such_module:run")]}, "'genbandit.no_such_module:run' is not an importable"),
+    ],
+)
+def test_every_name_is_checked_at_load_with_the_nearest_suggested(patch, message):
+    raw = {"name": "x", "scenarios": [_scenario()], "policies": [{"label": "UCB1"}], **patch}
+    with pytest.raises(InvalidParameterError, match=message):
+        load_config(raw)
+
+
+def test_a_label_with_a_policy_is_only_a_label():
+    config = load_config({"name": "x", "scenarios": [_scenario()], "policies": [{"label": "KLUCB", "policy": "UCB1"}]})
+    assert [(p.label, p.policy) for p in config.scenarios[0].policies] == [("KLUCB", "UCB1")]
+
+
+def test_builtin_reproductions_pass_the_name_checks():
+    for name in REPRODUCTIONS.names():
+        load_config(name)
+        load_config(name, quick=True)
+
+
+def test_run_refuses_a_typo_before_any_unit_runs(tmp_path, capsys):
+    path = tmp_path / "typo.toml"
+    path.write_text(TINY.replace('environment = "gaussian"', 'environment = "gausian"'))
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "did you mean 'gaussian-arms'?" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    assert main(["reproduce", "clasic"]) == 2
+    assert "did you mean 'classic'?" in capsys.readouterr().err
+
+
+def test_a_missing_extra_names_the_install_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "obp", None)  # what Python does for a module that is not installed
+    with pytest.raises(MissingExtraError, match=re.escape('The Open Bandit Dataset sample needs the \'obp\' module, which is not installed: pip install -e ".[smooth]"')):
+        import_optional("obp", "The Open Bandit Dataset sample")
+
+
+def test_cli_errors_list_and_version(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing.toml")]) == 2
     assert "No config file" in capsys.readouterr().err
     assert main(["list"]) == 0
     listing = capsys.readouterr().out
     assert "UCB1" in listing and "bernoulli-arms" in listing and "classic" in listing and "local" in listing
+    assert "(means, seed=None)" in listing and "final_regret" in listing and "optimal_rate" in listing
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"genbandit {__version__}"
 
 
 def test_console_script_is_installed():

@@ -233,6 +233,7 @@ def test_sup_pak_ucb_stores_only_exploration_rounds_in_stage_sets():
 # Environments and metrics
 # ---------------------------------------------------------------------------------------------
 def test_paretobandit_stream_loads_with_costs_and_utilities():
+    pytest.importorskip("pareto_bandit")
     texts, rewards, costs, models, sources = load_paretobandit()
     assert len(texts) == rewards.shape[0] > 3500 and rewards.shape[1] == 3
     assert np.all((rewards >= 0) & (rewards <= 1)) and np.all(costs >= 0)
@@ -244,6 +245,7 @@ def test_paretobandit_stream_loads_with_costs_and_utilities():
 
 
 def test_best_single_has_zero_otb_and_opr_counts_ties(tmp_path):
+    pytest.importorskip("sentence_transformers")
     frame = pd.DataFrame({"prompt": ["a", "b", "c", "d"], "m1": [1.0, 0.0, 0.5, 1.0], "m2": [0.0, 1.0, 0.5, 0.0]})
     frame.to_csv(tmp_path / "t.csv", index=False)
     env = PromptTable(path=str(tmp_path / "t.csv"), cache_dir=str(tmp_path / "cache"), seed=0)
@@ -305,6 +307,8 @@ def test_headroom_of_routing_finds_a_planted_split_and_no_gain_without_one():
 
 
 def test_standard_and_runtime_units_record_what_the_report_needs(tmp_path):
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("pareto_bandit")
     from genbandit.experiments.config import load_config
     from genbandit.experiments.runner import run_experiment
 

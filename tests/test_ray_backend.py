@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("ray")
+
 import dataclasses
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
-import pytest
 import ray
 
 from genbandit.experiments.config import load_config
@@ -182,11 +186,11 @@ def test_cli_backend_ray(tmp_path, capsys):
 
 
 def test_missing_ray_says_how_to_install(tmp_path, monkeypatch):
-    from genbandit.core.validation import InvalidParameterError
+    from genbandit.core.optional import MissingExtraError
     from genbandit.experiments import ray_backend
 
     monkeypatch.setitem(sys.modules, "ray", None)  # what an installation without Ray sees
-    with pytest.raises(InvalidParameterError, match=r"pip install genbandit\[ray\]"):
+    with pytest.raises(MissingExtraError, match=re.escape('pip install -e ".[ray]"')):
         list(ray_backend.ray_backend(plan_units(_config()), {}))
 
 

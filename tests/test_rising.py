@@ -276,6 +276,7 @@ def test_policy_on_fixed_best_arm_has_zero_pseudo_regret():
 
 
 def test_learner_arms_replay_equals_recording_and_live_runs(tmp_path):
+    pytest.importorskip("sklearn")
     env = LearnerArms(dataset="wine", learners=["naive-bayes", "sgd-logistic"], horizon=12, n_streams=2, batch_size=8,
                       cache_dir=str(tmp_path), seed=0).reset(n_runs=2)
     recorded = env.recorded()

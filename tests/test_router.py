@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+pytest.importorskip("prometheus_client")
+pytest.importorskip("redis")
+
 import contextlib
 import json
 import subprocess
 import sys
 
 import numpy as np
-import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from router_helpers import ROOT, DisjointLinUCB, write_config

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+pytest.importorskip("openai")
+pytest.importorskip("redis")
+pytest.importorskip("uvicorn")
+
 import os
 import sqlite3
 import threading
@@ -11,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import numpy as np
 import openai
-import pytest
 from router_helpers import redis_server, router_process, serve_in_thread, upstream_app, wait_until, write_config
 
 from genbandit.router import create_app, load_router_config

@@ -265,6 +265,7 @@ def test_smoothing_recovers_a_known_rate_curve():
 
 
 def test_obd_log_is_read_from_the_package_and_turned_into_curves():
+    pytest.importorskip("obp")
     log = obd_click_log()
     assert len(log) == 10_000 and int(log["click"].sum()) == 38 and log["item_id"].nunique() == 80
     assert log["timestamp"].is_monotonic_increasing and (log["propensity_score"] == 0.0125).all()

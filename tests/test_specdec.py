@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
 import itertools
 import random
 
 import numpy as np
-import pytest
 import torch
 from scipy import stats
 from transformers import GPT2Config, GPT2LMHeadModel

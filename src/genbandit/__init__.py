@@ -1,52 +1,31 @@
 """genbandit: choose among generative models and their inference configurations online, with bandits.
 
-The public surface, in one place: the contract, the simulator, the registry and every built-in
-policy and environment. Family modules (``genbandit.policies.<family>``) add theirs.
+The public surface, in one place: the contract, the simulator, the registries and the classic
+policies and environments. Family modules (``genbandit.policies.<family>``) add theirs.
+
+Names load on first use, so ``import genbandit`` is cheap; ``genbandit.UCB1`` imports the
+classic policies when first touched.
 """
 
-from .core import (
-    ENVIRONMENTS,
-    POLICIES,
-    Environment,
-    GenbanditError,
-    InvalidInputError,
-    InvalidParameterError,
-    Policy,
-    Step,
-    check_random_state,
-    register_environment,
-    register_policy,
-)
-from .core.simulator import SimulationResult, simulate
-from .envs import AdversarialTable, BernoulliArms, GaussianArms, PiecewiseStationary, SwitchingArms
-from .policies import EXP3, KLUCB, UCB1, EpsilonGreedy, GaussianThompsonSampling, RandomPolicy, ThompsonSampling
+from __future__ import annotations
+
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ENVIRONMENTS",
-    "POLICIES",
-    "Environment",
-    "GenbanditError",
-    "InvalidInputError",
-    "InvalidParameterError",
-    "Policy",
-    "Step",
-    "SimulationResult",
-    "check_random_state",
-    "register_environment",
-    "register_policy",
-    "simulate",
-    "AdversarialTable",
-    "BernoulliArms",
-    "GaussianArms",
-    "PiecewiseStationary",
-    "SwitchingArms",
-    "EXP3",
-    "KLUCB",
-    "UCB1",
-    "EpsilonGreedy",
-    "GaussianThompsonSampling",
-    "RandomPolicy",
-    "ThompsonSampling",
-]
+#: The module that defines each public name.
+_EXPORTS = {
+    "genbandit.core.base": ("Environment", "Policy", "Step"),
+    "genbandit.core.registry": (
+        "ENVIRONMENTS", "METRICS", "POLICIES", "REPRODUCTIONS", "register_environment", "register_metric", "register_policy",
+    ),
+    "genbandit.core.rng": ("check_random_state",),
+    "genbandit.core.validation": ("GenbanditError", "InvalidInputError", "InvalidParameterError"),
+    "genbandit.core.simulator": ("SimulationResult", "simulate"),
+    "genbandit.envs.nonstationary": ("AdversarialTable", "PiecewiseStationary", "SwitchingArms"),
+    "genbandit.envs.stochastic": ("BernoulliArms", "GaussianArms"),
+    "genbandit.policies.classic": ("EXP3", "KLUCB", "UCB1", "EpsilonGreedy", "GaussianThompsonSampling", "RandomPolicy", "ThompsonSampling"),
+}
+
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

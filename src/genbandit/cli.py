@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import logging
 import shlex
 import sys
 from pathlib import Path
 
-from .core.registry import ENVIRONMENTS, POLICIES
+from . import __version__
+from .core.optional import MissingExtraError, extra_for
+from .core.registry import ENVIRONMENTS, METRICS, POLICIES, REPRODUCTIONS
 from .core.validation import GenbanditError
-from .experiments.config import builtin_configs, load_config
+from .experiments.config import load_config
 from .experiments.runner import available_backends, run_experiment
 
 log = logging.getLogger("genbandit")
@@ -47,18 +50,19 @@ def _run(config_source: str, args: argparse.Namespace, command: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="genbandit", description="Bandit algorithms for choosing among generative models, online.")
+    parser.add_argument("--version", action="version", version=f"genbandit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run an experiment config (TOML)")
     run.add_argument("config", help="path to a config file, or the name of a built-in one")
     _add_run_options(run)
 
-    names = sorted(builtin_configs())
+    names = REPRODUCTIONS.names()
     rep = sub.add_parser("reproduce", help="reproduce a paper's experiments: " + ", ".join(names + ["all"]))
     rep.add_argument("name", help="which reproduction (or 'all')")
     _add_run_options(rep)
 
-    sub.add_parser("list", help="list policies, environments, reproductions and backends")
+    sub.add_parser("list", help="list policies, environments (with their parameters), metrics, reproductions and backends")
     for module in SUBCOMMAND_MODULES:
         try:
             plugin = importlib.import_module(module)
@@ -83,24 +87,39 @@ def main(argv: list[str] | None = None) -> int:
             if args.out:
                 parser.error("--out names one folder; 'reproduce all' writes results/NAME for each reproduction")
             return max(_run(name, args, command) for name in names)
-        if args.name not in names:
-            parser.error(f"unknown reproduction {args.name!r}; choose from {', '.join(names + ['all'])}")
-        return _run(args.name, args, command)
+        return _run(REPRODUCTIONS.canonical(args.name), args, command)
+    except ModuleNotFoundError as exc:
+        if not (exc.name and extra_for(exc.name)):
+            raise
+        print(f"genbandit: error: {MissingExtraError(exc.name, f'genbandit {args.command}')}", file=sys.stderr)
+        return 2
     except GenbanditError as exc:
         print(f"genbandit: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _signature(cls: type) -> str:
+    """``name=default, ...`` of a constructor, required parameters first without a default."""
+    shown = []
+    for p in inspect.signature(cls.__init__).parameters.values():
+        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            shown.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    return ", ".join(shown)
 
 
 def _list() -> None:
     print("Policies:")
     for name, _cls, summary in POLICIES.items():
         print(f"  {name:<22} {summary}")
-    print("\nEnvironments:")
-    for name, _cls, summary in ENVIRONMENTS.items():
-        print(f"  {name:<22} {summary}")
+    print("\nEnvironments (parameters with defaults):")
+    for name, cls, summary in ENVIRONMENTS.items():
+        print(f"  {name:<22} {summary}\n  {'':<22} ({_signature(cls)})")
+    print("\nMetrics:")
+    for name, _fn, description in METRICS.items():
+        print(f"  {name:<22} {description}")
     print("\nReproductions (genbandit reproduce NAME):")
-    for name, path in builtin_configs().items():
-        print(f"  {name:<22} {load_config(path).title}")
+    for name, _path, title in REPRODUCTIONS.items():
+        print(f"  {name:<22} {title}")
     print("\nBackends: " + ", ".join(available_backends()))
 
 

@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .core.optional import import_optional
 from .core.validation import InvalidInputError, InvalidParameterError
 
 __all__ = ["SentenceEmbedder", "default_cache_dir", "bundled_model_path", "text_key"]
@@ -52,14 +53,7 @@ def bundled_model_path(model_name: str) -> Path | None:
     entry = _BUNDLED.get(model_name.lower())
     if entry is None:
         return None
-    import importlib
-
-    try:
-        module = importlib.import_module(entry[0])
-    except ImportError as exc:
-        raise InvalidParameterError(
-            f"The model {model_name!r} needs the package {entry[0].replace('_', '-')!r}: pip install 'genbandit[embeddings]'."
-        ) from exc
+    module = import_optional(entry[0], f"The model {model_name!r}", extra="embeddings")
     return Path(getattr(module, entry[1])())
 
 
@@ -135,11 +129,8 @@ class SentenceEmbedder:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:
-                raise InvalidParameterError("SentenceEmbedder needs sentence-transformers: pip install 'genbandit[embeddings]'.") from exc
-            self._model = SentenceTransformer(self._model_path(), device=self.device)
+            st = import_optional("sentence_transformers", "SentenceEmbedder", extra="embeddings")
+            self._model = st.SentenceTransformer(self._model_path(), device=self.device)
             getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
             dim = getter()
             if dim:

@@ -30,8 +30,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .registry import ENVIRONMENTS
 from .rng import check_random_state
-from .serialization import from_jsonable, to_jsonable
+from .serialization import STATE_VERSION, check_fields, check_state_layout, from_jsonable, to_jsonable
 from .validation import (
     Interval,
     InvalidInputError,
@@ -275,13 +276,18 @@ class Policy(_Seeded, abc.ABC):
 
     # ----------------------------------------------------------------- persistence
     def state_dict(self) -> dict:
-        """Everything needed to continue exactly where this policy is: JSON-safe and exact."""
+        """Everything needed to continue exactly where this policy is: JSON-safe and exact.
+
+        The dict carries the format ``version`` (:data:`STATE_VERSION`), the class (``policy``),
+        its hyperparameters (``params``), the learned ``state`` and the ``rng`` state.
+        """
         self._ensure_state(single=False)
         params = self.get_params()
         if not (params.get("seed") is None or isinstance(params.get("seed"), Integral)):
             params["seed"] = None  # a shared Generator cannot be stored; its state travels below
         learned = {k: v for k, v in vars(self).items() if k.startswith("_") and k != "_rng"}
         return {
+            "version": STATE_VERSION,
             "policy": _class_path(type(self)),
             "params": to_jsonable(params),
             "state": to_jsonable(learned),
@@ -290,18 +296,35 @@ class Policy(_Seeded, abc.ABC):
 
     @classmethod
     def from_state_dict(cls, state: dict) -> "Policy":
-        """Rebuild a policy from :meth:`state_dict`'s output."""
+        """Rebuild a policy from :meth:`state_dict`'s output.
+
+        Refuses, naming what differs, a state of another format version (or of none: an older
+        genbandit), of another class, with missing or unknown fields, or with arrays whose dtype
+        or shape is not what this class keeps: a state is never read with another meaning.
+        """
+        check_state_layout(state)
         try:
             klass = _resolve_class(state["policy"])
+        except (TypeError, AttributeError, ImportError, ValueError) as exc:
+            raise InvalidInputError(f"The state dict names a class genbandit cannot find ({state['policy']!r}): {exc}") from exc
+        if not (isinstance(klass, type) and issubclass(klass, cls)):
+            raise InvalidInputError(f"The state dict holds a {state['policy']}, not a {cls.__name__}.")
+        try:
             params = from_jsonable(state["params"])
             learned = from_jsonable(state["state"])
             bitgen = getattr(np.random, state["rng"]["bit_generator"])()
             bitgen.state = state["rng"]["state"]
-        except (KeyError, TypeError, AttributeError, ImportError, ValueError) as exc:
-            raise InvalidInputError(f"Not a genbandit policy state dict: {exc}") from exc
-        if not (isinstance(klass, type) and issubclass(klass, cls)):
-            raise InvalidInputError(f"The state dict holds a {state['policy']}, not a {cls.__name__}.")
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise InvalidInputError(f"The state dict of {klass.__name__} is damaged: {exc}") from exc
+        check_fields(f"the hyperparameters of {klass.__name__}", params, dict.fromkeys(klass._param_names()))
         policy = klass(**params)
+        n_runs = learned.get("_n_runs")
+        if not isinstance(n_runs, Integral) or n_runs < 1:
+            problem = "missing '_n_runs'" if "_n_runs" not in learned else f"'_n_runs' must be a positive int, not {n_runs!r}"
+            raise InvalidInputError(f"the learned state of {klass.__name__}: {problem}.")
+        reference = policy.clone().reset(int(n_runs), seed=0)
+        expected = {k: v for k, v in vars(reference).items() if k.startswith("_") and k != "_rng"}
+        check_fields(f"the learned state of {klass.__name__}", learned, expected)
         vars(policy).update(learned)
         policy._rng = np.random.Generator(bitgen)
         return policy
@@ -310,9 +333,7 @@ class Policy(_Seeded, abc.ABC):
     @classmethod
     def _check_examples(cls) -> list[tuple["Policy", "Environment"]]:
         """Small (policy, environment) pairs the contract suite runs this class on."""
-        from ..envs.stochastic import BernoulliArms
-
-        return [(cls(n_arms=3, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
+        return [(cls(n_arms=3, seed=0), ENVIRONMENTS.create("bernoulli-arms", means=[0.2, 0.5, 0.7], seed=1))]
 
 
 def _batch_feedback(feedback: Any) -> Any:

@@ -1,58 +1,106 @@
-"""Find policies and environments by name, from configs, the CLI and the contract suite.
+"""Find policies, environments, metrics and reproductions by name, from configs, the CLI and tests.
 
-Names are matched case-insensitively with ``-``, ``_`` and spaces ignored, so ``"KL-UCB"``,
-``"kl_ucb"`` and ``"klucb"`` name the same policy. A class registers under its display ``name``
-and its class name.
+One :class:`Registry` class serves every kind of named thing. Names are matched
+case-insensitively with ``-``, ``_`` and spaces ignored, so ``"KL-UCB"``, ``"kl_ucb"`` and
+``"klucb"`` name the same policy. A class registers under its display ``name`` and its class
+name; an unknown name is refused with the nearest known one suggested.
+
+The built-in entries register themselves when their module is imported. ``core`` imports no
+other part of genbandit: a registry holds the names of the modules that fill it, as data, and
+imports them the first time it is asked for an entry.
+
+>>> POLICIES.get("kl_ucb").name
+'KL-UCB'
+>>> POLICIES.get("Thompsen")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+genbandit.core.validation.InvalidParameterError: Unknown policy 'Thompsen'; did you mean 'Thompson'? ...
 """
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import re
 from typing import Any, Callable, Iterator, TypeVar
 
 from .validation import InvalidParameterError
 
-__all__ = ["Registry", "POLICIES", "ENVIRONMENTS", "register_policy", "register_environment"]
+__all__ = [
+    "Registry",
+    "POLICIES",
+    "ENVIRONMENTS",
+    "METRICS",
+    "REPRODUCTIONS",
+    "register_policy",
+    "register_environment",
+    "register_metric",
+]
 
-T = TypeVar("T", bound=type)
+T = TypeVar("T")
 
 
 def _key(name: str) -> str:
     return re.sub(r"[\s_\-]", "", name).lower()
 
 
-def _summary(cls: type) -> str:
-    doc = (cls.__doc__ or "").strip()
+def _summary(obj: Any) -> str:
+    doc = (getattr(obj, "__doc__", None) or "").strip() if isinstance(obj, type) else ""
     return doc.splitlines()[0] if doc else ""
 
 
 class Registry:
-    """A name -> class table of one kind of object."""
+    """A name -> object table of one kind of thing (classes, metric functions, config paths).
 
-    def __init__(self, kind: str, plural: str) -> None:
+    ``builtins`` are the modules that register the built-in entries when imported; they are
+    imported on the first lookup, so importing the registry costs nothing.
+    """
+
+    def __init__(self, kind: str, plural: str, builtins: tuple[str, ...] = ()) -> None:
         self.kind = kind
         self.plural = plural
-        self._classes: dict[str, type] = {}  # canonical display name -> class
+        self._builtins = builtins
+        self._loaded = False
+        self._entries: dict[str, tuple[Any, str]] = {}  # canonical name -> (object, description)
         self._aliases: dict[str, str] = {}  # normalised alias -> canonical name
 
-    def register(self, cls: T, *aliases: str) -> T:
-        canonical = getattr(cls, "name", "") or cls.__name__
-        keys = {_key(alias) for alias in (canonical, cls.__name__, *aliases)}
+    def register(self, obj: T, *aliases: str, name: str | None = None, description: str | None = None) -> T:
+        """Add ``obj`` under ``name`` (default: its ``name`` attribute or class name) and ``aliases``."""
+        canonical = name or getattr(obj, "name", "") or obj.__name__
+        class_name = obj.__name__ if isinstance(obj, type) else canonical
+        keys = {_key(alias) for alias in (canonical, class_name, *aliases)}
         for key in keys:
             owner = self._aliases.get(key)
-            if owner is not None and self._classes[owner] is not cls:
-                raise ValueError(f"{self.kind} name {key!r} is taken by {self._classes[owner].__name__}")
-        self._classes[canonical] = cls
+            if owner is not None and self._entries[owner][0] is not obj:
+                raise ValueError(f"{self.kind} name {key!r} is taken by {owner!r}")
+        self._entries[canonical] = (obj, _summary(obj) if description is None else description)
         self._aliases.update(dict.fromkeys(keys, canonical))
-        return cls
+        return obj
 
-    def get(self, name: str) -> type:
-        _load_builtins()
-        canonical = self._aliases.get(_key(name))
+    def _load_builtins(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for module in self._builtins:
+                importlib.import_module(module)
+
+    def canonical(self, name: str) -> str:
+        """The registered display name that ``name`` spells, or :class:`InvalidParameterError`."""
+        self._load_builtins()
+        canonical = self._aliases.get(_key(str(name)))
         if canonical is None:
-            known = ", ".join(sorted(self._classes))
-            raise InvalidParameterError(f"Unknown {self.kind} {name!r}. Known {self.plural}: {known}.")
-        return self._classes[canonical]
+            raise InvalidParameterError(self.unknown(name))
+        return canonical
+
+    def unknown(self, name: str) -> str:
+        """The message for an unknown ``name``: the nearest known name, then every known one."""
+        self._load_builtins()
+        close = difflib.get_close_matches(_key(str(name)), list(self._aliases), n=1, cutoff=0.6)
+        hint = f"; did you mean {self._aliases[close[0]]!r}?" if close else "."
+        return f"Unknown {self.kind} {name!r}{hint} Known {self.plural}: {', '.join(self.names())}."
+
+    def get(self, name: str) -> Any:
+        """The object registered as ``name`` (any accepted spelling)."""
+        return self._entries[self.canonical(name)][0]
 
     def create(self, name: str, **params: Any) -> Any:
         """Instantiate the class registered as ``name`` with ``params``."""
@@ -64,20 +112,26 @@ class Registry:
                 raise InvalidParameterError(f"Bad parameters for {self.kind} {name!r}: {exc}") from exc
             raise
 
-    def items(self) -> Iterator[tuple[str, type, str]]:
-        """(name, class, one-line description) for every registered class, sorted by name."""
-        _load_builtins()
-        for name in sorted(self._classes, key=str.lower):
-            cls = self._classes[name]
-            yield name, cls, _summary(cls)
+    def names(self) -> list[str]:
+        """Every display name, sorted."""
+        self._load_builtins()
+        return sorted(self._entries, key=str.lower)
 
-    def __contains__(self, name: str) -> bool:
-        _load_builtins()
-        return _key(name) in self._aliases
+    def items(self) -> Iterator[tuple[str, Any, str]]:
+        """(name, object, one-line description) for every entry, sorted by name."""
+        for name in self.names():
+            obj, description = self._entries[name]
+            yield name, obj, description
+
+    def __contains__(self, name: object) -> bool:
+        self._load_builtins()
+        return isinstance(name, str) and _key(name) in self._aliases
 
 
-POLICIES = Registry("policy", "policies")
-ENVIRONMENTS = Registry("environment", "environments")
+POLICIES = Registry("policy", "policies", builtins=("genbandit.policies",))
+ENVIRONMENTS = Registry("environment", "environments", builtins=("genbandit.envs",))
+METRICS = Registry("metric", "metrics", builtins=("genbandit.experiments.metrics", "genbandit.experiments.rising", "genbandit.envs"))
+REPRODUCTIONS = Registry("reproduction", "reproductions", builtins=("genbandit.experiments.config",))
 
 
 def register_policy(*aliases: str) -> Callable[[T], T]:
@@ -90,14 +144,6 @@ def register_environment(*aliases: str) -> Callable[[T], T]:
     return lambda cls: ENVIRONMENTS.register(cls, *aliases)
 
 
-_loaded = False
-
-
-def _load_builtins() -> None:
-    """Import the built-in policy and environment modules so that they register themselves."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import genbandit.envs  # noqa: F401
-    import genbandit.policies  # noqa: F401
+def register_metric(name: str, description: str) -> Callable[[T], T]:
+    """Decorator: make ``fn(result, env, policy) -> array (n_runs,) | float`` available to configs as ``name``."""
+    return lambda fn: METRICS.register(fn, name=name, description=description)

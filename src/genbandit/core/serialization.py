@@ -1,7 +1,9 @@
-"""Exact, JSON-safe encoding of policy state (arrays, scalars, nested lists and dicts).
+"""Exact, JSON-safe encoding of policy state (arrays, scalars, nested lists and dicts), and its checks.
 
 Arrays are stored as base64 of their raw bytes with dtype and shape, so a round trip through
-JSON, SQLite or Redis restores them bit for bit.
+JSON, SQLite or Redis restores them bit for bit. A policy's state dict carries a format version;
+:func:`check_state_layout` and :func:`check_fields` refuse a state that would be read with
+another meaning than it was saved with.
 """
 
 from __future__ import annotations
@@ -11,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["to_jsonable", "from_jsonable"]
+from .validation import InvalidInputError
+
+__all__ = ["STATE_VERSION", "to_jsonable", "from_jsonable", "check_state_layout", "check_fields"]
+
+#: The layout of ``Policy.state_dict()``. Bump it whenever a field is added, removed or changes
+#: meaning: states of another version are refused, never reinterpreted.
+STATE_VERSION = 1
+_STATE_KEYS = ("version", "policy", "params", "state", "rng")
 
 _ARRAY = "__ndarray__"
 _TUPLE = "__tuple__"
@@ -58,3 +67,71 @@ def from_jsonable(obj: Any) -> Any:
     if isinstance(obj, list):
         return [from_jsonable(x) for x in obj]
     return obj
+
+
+def _differ(where: str, saved: set, expected: set) -> str | None:
+    missing, unknown = sorted(expected - saved), sorted(saved - expected)
+    parts = ([f"missing {', '.join(map(repr, missing))}"] if missing else []) + ([f"unknown {', '.join(map(repr, unknown))}"] if unknown else [])
+    return f"{where}: {'; '.join(parts)}" if parts else None
+
+
+def check_state_layout(state: Any) -> None:
+    """Refuse a state dict of another format version (or of none) or with missing or unknown top-level fields.
+
+    >>> check_state_layout({"policy": "genbandit.policies.classic:UCB1", "params": {}, "state": {}, "rng": {}})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    genbandit.core.validation.InvalidInputError: This state dict has no format version: it was saved by an older genbandit, ...
+    """
+    if not isinstance(state, dict):
+        raise InvalidInputError(f"Not a genbandit policy state dict: expected a dict, got {type(state).__name__}.")
+    if "version" not in state:
+        raise InvalidInputError(
+            "This state dict has no format version: it was saved by an older genbandit, whose fields may mean "
+            f"something else. This genbandit reads state format version {STATE_VERSION} only; start the policy afresh."
+        )
+    if state["version"] != STATE_VERSION:
+        raise InvalidInputError(
+            f"This state dict has format version {state['version']!r}; this genbandit reads version {STATE_VERSION} only."
+        )
+    problem = _differ("The state dict's fields differ", set(state), set(_STATE_KEYS))
+    if problem:
+        raise InvalidInputError(problem + ".")
+
+
+def check_fields(where: str, saved: dict, expected: dict) -> None:
+    """Refuse ``saved`` unless it has exactly ``expected``'s keys, with arrays of the same dtype and shape.
+
+    An axis of length 0 in ``expected`` (a buffer that grows as the policy learns) may have any length.
+
+    >>> check_fields("state", {"_n": np.zeros(3, dtype=np.float32)}, {"_n": np.zeros(3)})
+    Traceback (most recent call last):
+    ...
+    genbandit.core.validation.InvalidInputError: state: '_n' has dtype float32, shape (3,); expected float64, shape (3,).
+    """
+    problems: list[str] = []
+    _compare_fields(where, saved, expected, problems)
+    if problems:
+        raise InvalidInputError("; ".join(problems) + ".")
+
+
+def _compare_fields(where: str, saved: dict, expected: dict, problems: list[str]) -> None:
+    problem = _differ(where, set(saved), set(expected))
+    if problem:
+        problems.append(problem)
+    for key in sorted(set(saved) & set(expected)):
+        _compare(where, repr(key), saved[key], expected[key], problems)
+
+
+def _compare(where: str, path: str, saved: Any, expected: Any, problems: list[str]) -> None:
+    if isinstance(expected, dict):
+        if not isinstance(saved, dict):
+            problems.append(f"{where}: {path} is a {type(saved).__name__}; expected a dict")
+        else:
+            _compare_fields(f"{where}: {path}", saved, expected, problems)
+    elif isinstance(expected, np.ndarray) and expected.dtype != object:
+        shape_ok = isinstance(saved, np.ndarray) and saved.ndim == expected.ndim
+        shape_ok = shape_ok and all(e == 0 or s == e for s, e in zip(saved.shape, expected.shape))
+        if not (shape_ok and saved.dtype == expected.dtype):
+            got = f"dtype {saved.dtype}, shape {saved.shape}" if isinstance(saved, np.ndarray) else f"a {type(saved).__name__}"
+            problems.append(f"{where}: {path} has {got}; expected {expected.dtype}, shape {expected.shape}")

@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 
 from ..core.base import Environment, Step
-from ..core.registry import register_environment
+from ..core.metrics import reported_total as _total
+from ..core.optional import import_optional
+from ..core.registry import register_environment, register_metric
 from ..core.validation import Interval, InvalidParameterError, Options
-from ..experiments.metrics import _total, register_metric
 
 __all__ = [
     "PromptReplay",
@@ -371,10 +372,7 @@ def load_paretobandit(split: str = "all") -> tuple[list[str], np.ndarray, np.nda
     Returns (prompts, rewards (N, 3), costs (N, 3), model ids, sources). ``split`` is ``"val"``,
     ``"test"`` (the holdout file) or ``"all"`` (both, val first).
     """
-    try:
-        import pareto_bandit
-    except ImportError as exc:
-        raise InvalidParameterError("The paretobandit replay needs the 'paretobandit' package: pip install 'genbandit[kernel]'.") from exc
+    pareto_bandit = import_optional("pareto_bandit", "The paretobandit replay")
     root = Path(pareto_bandit.__file__).parent / "data" / "examples"
     files = {"val": ["val.jsonl"], "test": ["test_holdout.jsonl"], "all": ["val.jsonl", "test_holdout.jsonl"]}[split]
     rows = [json.loads(line) for name in files for line in (root / name).read_text(encoding="utf-8").split("\n") if line.strip()]

@@ -23,6 +23,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..core.base import Environment, Step
+from ..core.optional import import_optional
 from ..core.registry import register_environment
 from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
 
@@ -377,10 +378,7 @@ def obd_click_log(behavior_policy: str = "random", campaign: str = "all"):
 
     import pandas as pd
 
-    try:
-        base = resources.files("obp") / "dataset" / "obd"
-    except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("The Open Bandit Dataset sample needs the obp package: pip install 'genbandit[smooth]'.") from exc
+    base = resources.files(import_optional("obp", "The Open Bandit Dataset sample")) / "dataset" / "obd"
     path = base / behavior_policy / campaign / f"{campaign}.csv"
     with resources.as_file(path) as file:
         frame = pd.read_csv(file, usecols=["timestamp", "item_id", "position", "click", "propensity_score"])

@@ -1,9 +1,14 @@
-"""Experiments: configs, the unit grid, backends, metrics and reports."""
+"""Experiments: configs, the unit grid, backends, metrics and reports (loaded on first use)."""
 
-from .config import ExperimentConfig, load_config
-from .metrics import register_metric
-from .report import ReportContext
-from .runner import plan_units, register_backend, run_experiment
-from .units import Unit, UnitResult, run_unit
+from .._lazy import lazy_exports
 
-__all__ = ["ExperimentConfig", "ReportContext", "Unit", "UnitResult", "load_config", "plan_units", "register_backend", "register_metric", "run_experiment", "run_unit"]
+_EXPORTS = {
+    "genbandit.experiments.config": ("ExperimentConfig", "load_config"),
+    "genbandit.core.registry": ("register_metric",),
+    "genbandit.experiments.report": ("ReportContext",),
+    "genbandit.experiments.runner": ("plan_units", "register_backend", "run_experiment"),
+    "genbandit.experiments.units": ("Unit", "UnitResult", "run_unit"),
+}
+
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -306,7 +306,7 @@ def _e4_extra(ctx: ReportContext) -> str:
 
 
 def report(ctx: ReportContext) -> None:
-    """Table 1 layout, E1 growth, E0 losslessness, E3/E4 tables, E5 curves, demo table, acceptance."""
+    """Table 1 layout, E1 growth, E0 losslessness, E3/E4 tables, E5 curves, acceptance."""
     checks: list[tuple[str, bool, str]] = []
     _e1_section(ctx, checks)
     _table_section(ctx, "e1-b", "E1 instance B (close gaps, L=4)", "Arms at mu* - Delta, Delta in {0.05, 0.1, 0.25, 0.5}; mu* = 3.94.")
@@ -316,14 +316,6 @@ def report(ctx: ReportContext) -> None:
     _table_section(ctx, "e4", "E4: oblivious replay (greedy / adversarial analysis)", "Tables fixed before play; regret = ST(policy) - min_i ST(fixed i) per prompt (eq. 12).\n\n" + _e4_extra(ctx))
     _e5_section(ctx, checks)
     _e0_section(ctx, checks)
-    try:
-        from ..specdec.demo import cached_demo_table  # built by the specdec part
-
-        table = cached_demo_table()
-        if table:
-            ctx.add_section("Real speculative decoder: the demo's table", table)
-    except ImportError:
-        pass
     if checks:
         lines = ["| criterion | holds | measured |", "|---|---|---|"] + [f"| {name} | {'yes' if ok else 'NO'} | {detail} |" for name, ok, detail in checks]
         ctx.add_section("Acceptance checks", "\n".join(lines))

@@ -21,8 +21,8 @@ A config, in full (every key but ``name``, ``scenarios`` and ``policies`` is opt
     # runner = "module:function" (a custom unit), loglog = true, metrics = [..], quick = { ... }
 
     [[policies]]
-    label = "UCB1"                            # the name in outputs
-    policy = "UCB1"                           # a registered policy (defaults to label)
+    label = "UCB1 (alpha=2)"                  # the name in outputs (defaults to policy)
+    policy = "UCB1"                           # a registered policy, any spelling `genbandit list` accepts
     params = { alpha = 2.0 }                  # n_arms, n_features and horizon are filled in
 
     [[paper]]                                 # the paper's numbers, shown beside ours
@@ -31,19 +31,33 @@ A config, in full (every key but ``name``, ``scenarios`` and ``policies`` is opt
     metric = "final_regret"
     value = 123.0
     source = "Table 2"
+
+Labels are labels, never aliases: an entry without ``policy`` must have a ``label`` that is a
+policy's display name exactly as ``genbandit list`` prints it (``label = "KL-UCB"``). Any other
+label (``"KLUCB"``, ``"klucb"``, ``"UCB1 (alpha=2)"``) needs ``policy`` to say which algorithm runs.
+
+:func:`load_config` checks every name before anything runs: environments and their parameters,
+policies and their parameters, metrics, runners and hooks. An unknown name is refused with the
+nearest known one ("did you mean 'Thompson'?"). A metric must be registered, and a parameter
+the environment's, unless a custom ``runner`` declares it in its ``metrics`` or ``params``
+attribute; the metrics and parameters of a runner that declares none are left to it.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
+import importlib
+import inspect
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.registry import ENVIRONMENTS, METRICS, POLICIES, REPRODUCTIONS
 from ..core.validation import InvalidParameterError
 
-__all__ = ["ExperimentConfig", "ScenarioSpec", "PolicySpec", "PaperValue", "load_config", "CONFIG_DIR", "builtin_configs"]
+__all__ = ["ExperimentConfig", "ScenarioSpec", "PolicySpec", "PaperValue", "load_config", "check_names", "CONFIG_DIR", "builtin_configs"]
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
@@ -121,28 +135,104 @@ def _check_keys(table: dict, allowed: set[str], where: str) -> None:
         _fail(where, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}.")
 
 
+for _path in sorted(CONFIG_DIR.glob("*.toml")):
+    REPRODUCTIONS.register(_path, name=_path.stem, description=str(tomllib.loads(_path.read_text()).get("title", _path.stem)))
+
+
 def builtin_configs() -> dict[str, Path]:
     """The reproductions shipped with genbandit: name -> config path."""
-    return {p.stem: p for p in sorted(CONFIG_DIR.glob("*.toml"))}
+    return {name: path for name, path, _ in REPRODUCTIONS.items()}
 
 
-def load_config(source: str | Path | dict, *, quick: bool = False) -> ExperimentConfig:
-    """Read and validate a config from a TOML path, a built-in name or a dict; apply ``quick``."""
+def load_config(source: str | Path | dict, *, quick: bool = False, check: bool = True) -> ExperimentConfig:
+    """Read and validate a config from a TOML path, a built-in name or a dict; apply ``quick``.
+
+    With ``check`` (the default) every name in it is checked too (:func:`check_names`).
+    """
     if isinstance(source, dict):
         raw, where = copy.deepcopy(source), "config"
     else:
         path = Path(source)
-        if not path.exists() and str(source) in builtin_configs():
-            path = builtin_configs()[str(source)]
         if not path.exists():
-            known = ", ".join(builtin_configs()) or "none"
-            raise InvalidParameterError(f"No config file {str(source)!r} (built-in reproductions: {known}).")
+            if str(source) not in REPRODUCTIONS:
+                raise InvalidParameterError(f"No config file {str(source)!r}. {REPRODUCTIONS.unknown(str(source))}")
+            path = REPRODUCTIONS.get(str(source))
         try:
             raw = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise InvalidParameterError(f"Config {path} is not valid TOML: {exc}") from exc
         where = str(path)
-    return _parse(raw, where, quick)
+    config = _parse(raw, where, quick)
+    if check:
+        check_names(config, where)
+    return config
+
+
+def _import_target(target: str, at: str) -> object:
+    module, _, name = target.partition(":")
+    try:
+        obj = getattr(importlib.import_module(module), name, None)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise  # the module exists but needs a package that is missing
+        obj = None
+    if obj is None:
+        _fail(at, f"{target!r} is not an importable 'module:function'.")
+    return obj
+
+
+#: Scenario ``params`` that set how many runs a unit plays rather than the environment:
+#: ``max_rounds_per_unit`` (runs at horizon T are ``min(n_runs, max(min_runs, max_rounds_per_unit // T))``,
+#: so the longest horizons of a sweep run fewer instances) and ``min_runs`` (default 2).
+RUN_BUDGET_KEYS = ("max_rounds_per_unit", "min_runs")
+
+
+def _check_params(kind: str, name: str, cls: type, params: dict, at: str) -> None:
+    signature = inspect.signature(cls.__init__).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in signature.values()):
+        return
+    accepted = [p for p in signature if p != "self"]
+    for param in params:
+        if param not in accepted:
+            close = difflib.get_close_matches(param, accepted, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else "."
+            _fail(at, f"the {kind} {name!r} has no parameter {param!r}{hint} Its parameters: {', '.join(accepted)}.")
+
+
+def _named(registry, name: str, at: str):
+    try:
+        return registry.get(name)
+    except InvalidParameterError as exc:
+        _fail(at, str(exc))
+
+
+def check_names(config: ExperimentConfig, where: str = "config") -> None:
+    """Refuse, before any unit runs, a config naming an unknown environment, policy, parameter, metric, runner or hook."""
+    for hook in config.hooks:
+        _import_target(hook, f"{where}: hooks")  # importing a family module also registers its metrics
+    for scenario in config.scenarios:
+        at = f"{where}: scenario {scenario.name!r}"
+        declared: tuple[str, ...] | None = ()  # metrics and params a custom runner computes or reads itself
+        runner_params: tuple[str, ...] | None = ()
+        if scenario.runner:
+            runner = _import_target(scenario.runner, f"{at}: runner")
+            declared, runner_params = getattr(runner, "metrics", None), getattr(runner, "params", None)
+        if scenario.environment:
+            env_cls = _named(ENVIRONMENTS, scenario.environment, f"{at}: environment")
+            if runner_params is not None:
+                params = {k: v for k, v in scenario.params.items() if k not in (*runner_params, *RUN_BUDGET_KEYS)}
+                _check_params("environment", scenario.environment, env_cls, params, f"{at}: params")
+        for spec in scenario.policies:
+            cls = _named(POLICIES, spec.policy, f"{at}: policy {spec.label!r}")
+            _check_params("policy", spec.policy, cls, spec.params, f"{at}: policy {spec.label!r} params")
+        for metric in scenario.metrics or config.metrics:
+            if metric not in METRICS and declared is not None and metric not in declared:
+                _fail(f"{at}: metrics", METRICS.unknown(metric))
+    labels = {spec.label for scenario in config.scenarios for spec in scenario.policies}
+    scenarios = {scenario.name for scenario in config.scenarios}
+    for value in config.paper:
+        if value.scenario not in scenarios or value.policy not in labels:
+            _fail(f"{where}: paper", f"{value.scenario!r} / {value.policy!r} is not a configured scenario / policy label.")
 
 
 def _parse(raw: dict, where: str, quick: bool) -> ExperimentConfig:
@@ -170,6 +260,8 @@ def _parse(raw: dict, where: str, quick: bool) -> ExperimentConfig:
             _fail(at, "needs a 'label' or a 'policy'.")
         if label in policies:
             _fail(at, f"the label {label!r} is used twice.")
+        if "policy" not in entry and label not in POLICIES.names():
+            _fail(at, f"the label {label!r} is not a policy's exact name, and labels are never aliases: add policy = \"...\". {POLICIES.unknown(label)}")
         policies[label] = PolicySpec(label=label, policy=entry.get("policy", label), params=dict(entry.get("params", {})))
 
     scenarios = []

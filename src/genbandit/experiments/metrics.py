@@ -12,35 +12,18 @@ from typing import Callable
 import numpy as np
 
 from ..core.base import Environment, Policy
+from ..core.metrics import reported_total as _total
+from ..core.registry import METRICS, register_metric
 from ..core.simulator import SimulationResult
 from ..core.validation import InvalidParameterError
 
 __all__ = ["METRICS", "register_metric", "compute_metric"]
 
 MetricFn = Callable[[SimulationResult, Environment, Policy], "np.ndarray | float"]
-METRICS: dict[str, tuple[MetricFn, str]] = {}
-
-
-def register_metric(name: str, description: str) -> Callable[[MetricFn], MetricFn]:
-    """Decorator: make ``fn`` available to configs as ``name``."""
-
-    def decorate(fn: MetricFn) -> MetricFn:
-        METRICS[name] = (fn, description)
-        return fn
-
-    return decorate
 
 
 def compute_metric(name: str, result: SimulationResult, env: Environment, policy: Policy) -> np.ndarray | float:
-    if name not in METRICS:
-        raise InvalidParameterError(f"Unknown metric {name!r}. Known metrics: {', '.join(sorted(METRICS))}.")
-    return METRICS[name][0](result, env, policy)
-
-
-def _total(result: SimulationResult, key: str, metric: str) -> np.ndarray:
-    if key not in result.totals:
-        raise InvalidParameterError(f"The metric {metric!r} needs the environment to report '{key}' in Step.info.")
-    return result.totals[key]
+    return METRICS.get(name)(result, env, policy)
 
 
 @register_metric("final_regret", "cumulative pseudo-regret at the horizon")

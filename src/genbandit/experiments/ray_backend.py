@@ -49,24 +49,19 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..core.registry import ENVIRONMENTS, POLICIES
+from ..core.optional import import_optional
+from ..core.registry import ENVIRONMENTS, METRICS, POLICIES
 from ..core.validation import InvalidParameterError
-from .metrics import METRICS
 from .runner import register_backend
 from .units import Unit, UnitResult, run_unit
 
-__all__ = ["ray_backend", "RAY_MISSING"]
+__all__ = ["ray_backend"]
 
-RAY_MISSING = "The ray backend needs Ray, which is not installed: pip install genbandit[ray]"
 _DEFAULT_RETRIES = 3
 
 
 def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - ray is part of the dev extra
-        raise InvalidParameterError(RAY_MISSING) from exc
-    return ray
+    return import_optional("ray", "The ray backend")
 
 
 def _run_unit_task(unit: Unit, modules: tuple[str, ...] = ()) -> UnitResult:
@@ -91,7 +86,7 @@ def _plugin_modules(unit: Unit, extra: tuple[str, ...]) -> tuple[str, ...]:
         owners.append(POLICIES.get(unit.policy.policy))
     if unit.scenario.environment and unit.scenario.environment in ENVIRONMENTS:
         owners.append(ENVIRONMENTS.get(unit.scenario.environment))
-    owners += [METRICS[name][0] for name in unit.metrics if name in METRICS]
+    owners += [METRICS.get(name) for name in unit.metrics if name in METRICS]
     for owner in owners:
         module = getattr(owner, "__module__", "") or ""
         if module and module != "__main__" and module.split(".")[0] != "genbandit" and module not in found:

@@ -2,7 +2,7 @@
 
 The units are the standard ones (:func:`~genbandit.experiments.units.run_unit`): ``simulate`` plays
 the smooth policies through their compiled loop. Scenario ``params`` may hold the run budget of
-:data:`~genbandit.experiments.units.RUN_BUDGET_KEYS` (the longest horizons run fewer instances);
+:data:`~genbandit.experiments.config.RUN_BUDGET_KEYS` (the longest horizons run fewer instances);
 policy params may say ``L = "L1"`` or ``L = "L2"`` (the environment's Hölder constants), and the
 one-armed BE gets the environment's static-arm means, Rexp3 its reward range and the UCBs their
 bonus scale from the environment's ``policy_arguments()``.

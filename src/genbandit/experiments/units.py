@@ -24,10 +24,10 @@ import pandas as pd
 from ..core.base import Environment, Policy
 from ..core.registry import ENVIRONMENTS, POLICIES
 from ..core.simulator import SimulationResult, simulate
-from .config import PolicySpec, ScenarioSpec
+from .config import RUN_BUDGET_KEYS, PolicySpec, ScenarioSpec
 from .metrics import compute_metric
 
-__all__ = ["Unit", "UnitResult", "run_unit", "build_environment", "build_policy", "unit_runs", "stable_hash", "RUN_BUDGET_KEYS"]
+__all__ = ["Unit", "UnitResult", "run_unit", "build_environment", "build_policy", "unit_runs", "stable_hash"]
 
 
 def stable_hash(text: str) -> int:
@@ -175,12 +175,6 @@ def _json_default(obj: Any) -> Any:
 def _import(path: str) -> Any:
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
-
-
-#: Scenario ``params`` that set how many runs a unit plays rather than the environment:
-#: ``max_rounds_per_unit`` (runs at horizon T are ``min(n_runs, max(min_runs, max_rounds_per_unit // T))``,
-#: so the longest horizons of a sweep run fewer instances) and ``min_runs`` (default 2).
-RUN_BUDGET_KEYS = ("max_rounds_per_unit", "min_runs")
 
 
 def unit_runs(unit: Unit) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from ..core.validation import InvalidParameterError
-from .knapsack import knapsack_table, solve_knapsack
+from .knapsack import solve_knapsack
 from .transport import greedy_two_demanders, solve_transport, transport_constraints, transport_plans
 
 __all__ = ["ActionSet", "TransportActions", "KnapsackActions", "make_action_set", "decompose", "decompose_batch", "sample_from_hull", "systematic_sample", "round_two_demanders"]

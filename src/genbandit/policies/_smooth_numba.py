@@ -17,7 +17,6 @@ from numba import njit, prange
 
 from ..core.base import Environment, Policy
 from ..core.validation import InvalidParameterError
-from .smooth import BudgetedExploration, SmoothDUCB, SmoothRexp3, SmoothSWUCB
 
 __all__ = ["run_loop"]
 
@@ -231,28 +230,25 @@ def _run_block(t0, t1, T, env_kind, noise, params, grid, k, u_env, u_pol, pk, pf
         cum_rew[r] = crew
 
 
+_KINDS = {"be-one": BE_ONE, "be-k": BE_K, "rexp3": REXP3, "sw-ucb": SW_UCB, "d-ucb": D_UCB}
+
+
 def _policy_spec(policy: Policy, n_runs: int, k: int):
-    """(kind, constants, static means, float state, int state, ring buffers) of a freshly reset policy, from its public settings."""
-    dummy_arm, dummy_rew = np.zeros((1, 1), dtype=np.int64), np.zeros((1, 1))
-    c = np.zeros(n_runs)
+    """(kind, constants, static means, float state, int state, ring buffers) of a freshly reset policy, from its public ``compiled_kernel``."""
+    name, pf, static_mean = policy.compiled_kernel()
+    if name not in _KINDS:
+        raise InvalidParameterError(f"There is no compiled loop for {type(policy).__name__}.")
+    kind = _KINDS[name]
+    buf_arm, buf_rew = np.zeros((1, 1), dtype=np.int64), np.zeros((1, 1))
+    c = np.zeros(n_runs) if static_mean is None else np.broadcast_to(np.asarray(static_mean, dtype=float), (n_runs,)).copy()
     ist = np.zeros((n_runs, 2 + k), dtype=np.int64)
     ist[:, 1] = -1
     ist[:, 2:] = 1
-    if isinstance(policy, BudgetedExploration):
-        kind = BE_ONE if policy.one_armed else BE_K
-        c = np.broadcast_to(np.asarray(policy.static_mean, dtype=float), (n_runs,)).copy()
-        return kind, np.array([policy.budget_, float(policy.epoch_length_)]), c, np.zeros((n_runs, k)), ist, dummy_arm, dummy_rew
-    if isinstance(policy, SmoothRexp3):
-        pf = np.array([policy.gamma_, float(policy.batch_), float(policy.reward_min), float(policy.reward_max)])
-        return REXP3, pf, c, np.zeros((n_runs, k)), ist, dummy_arm, dummy_rew
-    if isinstance(policy, SmoothSWUCB):
-        tau = policy.window_
-        pf = np.array([float(tau), float(policy.xi), float(policy.scale)])
-        return SW_UCB, pf, c, np.zeros((n_runs, 2 * k)), ist, np.full((n_runs, tau), -1, dtype=np.int64), np.zeros((n_runs, tau))
-    if isinstance(policy, SmoothDUCB):
-        pf = np.array([policy.discount_, float(policy.xi), float(policy.scale)])
-        return D_UCB, pf, c, np.zeros((n_runs, 2 * k)), ist, dummy_arm, dummy_rew
-    raise InvalidParameterError(f"There is no compiled loop for {type(policy).__name__}.")
+    fs = np.zeros((n_runs, 2 * k if kind in (SW_UCB, D_UCB) else k))
+    if kind == SW_UCB:
+        tau = int(pf[0])
+        buf_arm, buf_rew = np.full((n_runs, tau), -1, dtype=np.int64), np.zeros((n_runs, tau))
+    return kind, np.asarray(pf, dtype=float), c, fs, ist, buf_arm, buf_rew
 
 
 def run_loop(

@@ -194,6 +194,7 @@ class EXP3(Policy):
 
     def _init_state(self, n_runs: int) -> None:
         self._loss_estimates = np.zeros((n_runs, self.n_arms))
+        self._last_probabilities = None
 
     def _learning_rate(self) -> float:
         if self.eta is not None:

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core.base import Environment, Policy
-from ..core.registry import register_policy
+from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, InvalidInputError, InvalidParameterError, Options, check_finite_array
 from ..oracles.action_sets import ActionSet, TransportActions, make_action_set, round_two_demanders, sample_from_hull
 
@@ -135,7 +135,7 @@ class _MultiPlay(Policy):
 
     @classmethod
     def _check_examples(cls) -> list[tuple[Policy, Environment]]:
-        from ..envs.combinatorial import KnapsackSemiBandit, TransportSemiBandit
+        KnapsackSemiBandit, TransportSemiBandit = ENVIRONMENTS.get("KnapsackSemiBandit"), ENVIRONMENTS.get("TransportSemiBandit")
 
         env = TransportSemiBandit(supply=[1, 2, 2], demand=[2, 3], costs=[[0.3, 0.2], [0.1, 0.4], [0.45, 0.25]], horizon=50, seed=1)
         pairs: list[tuple[Policy, Environment]] = [(cls(n_arms=env.n_arms, action_set=env.action_set, **cls._example_params()), env)]
@@ -183,6 +183,7 @@ class GenCTS(_MultiPlay):
 
     def _init_state(self, n_runs: int) -> None:
         d = self.learning_space.n_arms
+        self._pending = None
         self._p = np.ones((n_runs, d))
         self._q = np.ones((n_runs, d))
 
@@ -395,6 +396,7 @@ class GenLBINFV(_MultiPlay):
     def _init_state(self, n_runs: int) -> None:
         space = self.learning_space
         d = space.n_arms
+        self._pending = None
         self._lhat = np.zeros((n_runs, d))
         self._sums = np.zeros((n_runs, d))
         self._counts = np.zeros((n_runs, d))

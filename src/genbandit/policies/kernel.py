@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..core.base import Policy
-from ..core.registry import register_policy
+from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, Options
 from ._stats import argmax_random_ties
 from .classic import BestSingle, Greedy  # noqa: F401  (the paper's context-free baselines, importable from here too)
@@ -147,7 +147,7 @@ class _ContextualPolicy(Policy):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.prompts import Setup4Synthetic
+        Setup4Synthetic = ENVIRONMENTS.get("Setup4Synthetic")
 
         env = Setup4Synthetic(setup="expert", contexts="gaussian", dim=6, n_prompts_per_category=8, seed=1)
         return [(cls(n_arms=5, n_features=6, seed=0), env)]

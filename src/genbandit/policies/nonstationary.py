@@ -19,7 +19,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..core.base import Policy
-from ..core.registry import register_policy
+from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, InvalidParameterError, Options
 from ._stats import argmax_random_ties, clip01, kl_ucb_index, needs_horizon_or, sample_rows
 
@@ -28,8 +28,7 @@ __all__ = ["Rexp3", "rexp3_tuning", "Ser4", "SWUCB", "SWTS", "SWKLUCB"]
 
 def _bernoulli_example(cls, **params):
     """A (policy, environment) pair for the contract suite: three Bernoulli arms."""
-    from ..envs.stochastic import BernoulliArms
-
+    BernoulliArms = ENVIRONMENTS.get("BernoulliArms")
     return [(cls(n_arms=3, seed=0, **params), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1))]
 
 

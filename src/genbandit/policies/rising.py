@@ -25,7 +25,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..core.base import Policy
-from ..core.registry import register_policy
+from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval
 from ._stats import argmax_random_ties, clip01, needs_horizon_or
 from .classic import KLUCB
@@ -185,14 +185,14 @@ class TIUCB(Policy):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.rising import RestedRisingArms
+        RestedRisingArms = ENVIRONMENTS.get("RestedRisingArms")
 
         env = RestedRisingArms(instance="two-arm", horizon=400, seed=1)
         return [(cls(n_arms=2, horizon=400, omega=5, seed=0), env), (cls(n_arms=2, delta=0.1, omega=1, conf_c=1.0, seed=0), env)]
 
 
 def _rested_example(cls, **params):
-    from ..envs.rising import RestedRisingArms
+    RestedRisingArms = ENVIRONMENTS.get("RestedRisingArms")
 
     env = RestedRisingArms(instance="two-arm", horizon=300, seed=1)
     return [(cls(n_arms=2, seed=0, **params), env)]

@@ -19,12 +19,13 @@ epoch truncated at ``T`` (Algorithms 1 and 2). ``log`` is the natural log.
 from __future__ import annotations
 
 import math
+from typing import Any
 from numbers import Integral, Real
 
 import numpy as np
 
 from ..core.base import Policy
-from ..core.registry import register_policy
+from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
 from .nonstationary import SWUCB, Rexp3, _bernoulli_example
 
@@ -101,7 +102,11 @@ def window_for(horizon: int, L: float = 1.0) -> int:
 
 
 class _CompiledLoop:
-    """Policies with a compiled loop against the smooth environments (those with ``kernel_spec``)."""
+    """Policies with a compiled loop against the smooth environments (those with ``kernel_spec``).
+
+    Each such policy says what the loop needs of its settings through ``compiled_kernel()``:
+    ``(loop kind, constants, static mean or None)``.
+    """
 
     def compiled_loop(self, env):
         """The compiled loop :func:`genbandit.simulate` runs for this policy on ``env``, or ``None``."""
@@ -110,7 +115,6 @@ class _CompiledLoop:
         from ._smooth_numba import run_loop
 
         return run_loop
-
 
 # --------------------------------------------------------------------------------------- BE
 @register_policy("be", "budgeted-exploration")
@@ -186,6 +190,9 @@ class BudgetedExploration(_CompiledLoop, Policy):
         self._pass_pos = np.zeros(n_runs, dtype=np.int64)
         self._exploit = np.full(n_runs, -1, dtype=np.int64)
 
+    def compiled_kernel(self) -> tuple[str, np.ndarray, Any]:
+        return ("be-one" if self.one_armed else "be-k"), np.array([self.budget_, float(self.epoch_length_)]), self.static_mean
+
     @property
     def budget_(self) -> float:
         """The budget B in use (after any tuning)."""
@@ -252,8 +259,8 @@ class BudgetedExploration(_CompiledLoop, Policy):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.smooth import SinusoidArms
-        from ..envs.stochastic import BernoulliArms
+        SinusoidArms = ENVIRONMENTS.get("SinusoidArms")
+        BernoulliArms = ENVIRONMENTS.get("BernoulliArms")
 
         return [
             (cls(n_arms=3, horizon=300, budget=3.0, epoch_length=60, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1)),
@@ -287,8 +294,8 @@ class _TunedBE(BudgetedExploration):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.smooth import SinusoidArms
-        from ..envs.stochastic import BernoulliArms
+        SinusoidArms = ENVIRONMENTS.get("SinusoidArms")
+        BernoulliArms = ENVIRONMENTS.get("BernoulliArms")
 
         return [
             (cls(n_arms=3, horizon=300, seed=0), BernoulliArms(means=[0.2, 0.5, 0.7], seed=1)),
@@ -392,6 +399,9 @@ class SmoothRexp3(_CompiledLoop, Rexp3):
         """The uniforms the next ``n_rounds`` draws take from this policy's generator, ``(n_runs, n_rounds)`` (for the compiled loop)."""
         return self._rng.random((n_rounds, self._n_runs)).T
 
+    def compiled_kernel(self) -> tuple[str, np.ndarray, Any]:
+        return "rexp3", np.array([self.gamma_, float(self.batch_), float(self.reward_min), float(self.reward_max)]), None
+
     @classmethod
     def _check_examples(cls):
         return _bernoulli_example(cls, horizon=200)
@@ -430,6 +440,9 @@ class SmoothSWUCB(_CompiledLoop, SWUCB):
     @property
     def window_(self) -> int:
         return self._window()
+
+    def compiled_kernel(self) -> tuple[str, np.ndarray, Any]:
+        return "sw-ucb", np.array([float(self.window_), float(self.xi), float(self.scale)]), None
 
     def _select(self, contexts) -> np.ndarray:
         counts = self._w_counts
@@ -481,6 +494,9 @@ class SmoothDUCB(_CompiledLoop, Policy):
     @property
     def discount_(self) -> float:
         return float(self.discount) if self.discount is not None else 1.0 - 1.0 / max(window_for(self.horizon, self.L), 2)
+
+    def compiled_kernel(self) -> tuple[str, np.ndarray, Any]:
+        return "d-ucb", np.array([self.discount_, float(self.xi), float(self.scale)]), None
 
     def _init_state(self, n_runs: int) -> None:
         self._g = self.discount_

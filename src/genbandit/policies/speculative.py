@@ -26,7 +26,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..core.base import Policy
-from ..core.registry import register_policy
+from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, InvalidInputError, check_finite_array
 from .classic import FixedArm
 
@@ -98,7 +98,7 @@ class _TokenReward(Policy):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.speculative import TGDArms
+        TGDArms = ENVIRONMENTS.get("TGDArms")
 
         return [(cls(n_arms=3, max_length=4, seed=0), TGDArms(accept=[0.3, 0.6, 0.8], max_length=4, response_length=64, seed=1))]
 
@@ -128,7 +128,7 @@ class _ThroughputReward(Policy):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.speculative import ServingThroughput
+        ServingThroughput = ENVIRONMENTS.get("ServingThroughput")
 
         env = ServingThroughput(batch_size=4, lengths=[0, 1, 2], stop_tokens=64, seed=1)
         return [(cls(n_arms=3, max_reward=env.max_throughput(), seed=0), env)]

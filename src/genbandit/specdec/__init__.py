@@ -1,6 +1,6 @@
 """Speculative decoding on Hugging Face causal LMs, tuned online by a bandit (BanditSpec, Hou et al., ICML 2025).
 
-``SpeculativeDecoder`` verifies drafts losslessly (greedy and sampling, spec Algorithm 6) with KV
+``SpeculativeDecoder`` verifies drafts losslessly (greedy, and sampling by Algorithm 6 of the paper) with KV
 caches; drafters are a smaller LM (:class:`ModelDrafter`), prompt lookup
 (:class:`PromptLookupDrafter`) and a suffix-automaton copier (:class:`SuffixMatchDrafter`). Each
 arm is a drafter x speculation length; any registered policy picks one per round. Needs the
@@ -9,8 +9,7 @@ arm is a drafter x speculation length; any registered policy picks one per round
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 __all__ = [
     "SpeculativeDecoder",
@@ -25,21 +24,11 @@ __all__ = [
     "ByteTokenizer",
 ]
 
-_WHERE = {
-    "SpeculativeDecoder": "decoder",
-    "GenerationResult": "decoder",
-    "Arm": "decoder",
-    "make_policy": "decoder",
-    "Drafter": "drafters",
-    "Draft": "drafters",
-    "ModelDrafter": "drafters",
-    "PromptLookupDrafter": "drafters",
-    "SuffixMatchDrafter": "drafters",
-    "ByteTokenizer": "tokenizer",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        f"{__name__}.decoder": ("SpeculativeDecoder", "GenerationResult", "Arm", "make_policy"),
+        f"{__name__}.drafters": ("Drafter", "Draft", "ModelDrafter", "PromptLookupDrafter", "SuffixMatchDrafter"),
+        f"{__name__}.tokenizer": ("ByteTokenizer",),
+    },
+)

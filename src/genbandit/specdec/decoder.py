@@ -1,13 +1,13 @@
 """Lossless speculative decoding on Hugging Face causal LMs, with the arm chosen by a bandit each round.
 
-One *round* (BanditSpec spec, section 1.2) = one drafter proposes up to ``k`` tokens, the target
+One *round* (SpecDecSub, Algorithm 2 of Hou et al., ICML 2025) = one drafter proposes up to ``k`` tokens, the target
 scores them all in ONE forward pass over its KV cache, and the round emits the accepted tokens plus
 one token of the target's (the correction or the bonus): ``1 <= Y <= k + 1`` tokens.
 
 * Greedy (``temperature == 0``): draft tokens are kept while they equal the target's argmax, then
   the target's argmax is appended, so the output is token for token the target's greedy decoding.
-* Sampling (``temperature > 0``): Algorithm 6 of the spec (Leviathan et al., 2023; Chen et al.,
-  2023): accept draft token ``x`` with probability ``min(1, P(x) / Q(x))``, otherwise emit a token
+* Sampling (``temperature > 0``): Algorithm 6 of Hou et al. (2025), vanilla speculative decoding
+  (Leviathan et al., 2023; Chen et al., 2023): accept draft token ``x`` with probability ``min(1, P(x) / Q(x))``, otherwise emit a token
   drawn from ``Norm([P - Q]_+)`` and stop; after ``k`` acceptances draw a bonus token from ``P``.
   Copiers propose point masses (``Q = delta_x``), for which the rule reads: accept with probability
   ``P(x)``, else draw from ``P`` with ``x`` removed.
@@ -16,7 +16,7 @@ Both models keep KV caches. The target's cache always holds every token except t
 "pending" token fed first in the next round) and is cropped after a rejection; a model drafter
 crops its own cache to the prefix it shares with the accepted text.
 
-The *BanditSpec loop* (spec Algorithm 3): per prompt the policy is reset (its state starts empty),
+The *BanditSpec loop* (Algorithm 3 of Hou et al., 2025): per prompt the policy is reset (its state starts empty),
 each round it selects an arm (drafter x speculation length; length 0 is plain decoding), and it is
 updated with the number of emitted tokens, or, for serving, with the round's normalised throughput.
 """
@@ -35,25 +35,12 @@ from ..core.base import Policy
 from ..core.registry import POLICIES
 from ..core.validation import InvalidInputError, InvalidParameterError
 from .drafters import Draft, Drafter
+from .tensors import crop_cache, tempered_probs
 
 __all__ = ["Arm", "GenerationResult", "SpeculativeDecoder", "crop_cache", "tempered_probs", "make_policy"]
 
 #: Names under which a BanditSpec-aware policy takes the maximum speculation length ``L``.
 _L_PARAMETER_NAMES = ("L", "max_length", "spec_length", "max_speculation_length")
-
-
-def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``softmax(logits / temperature)`` over the last axis, in the logits' precision (at least float32)."""
-    if logits.dtype in (torch.float16, torch.bfloat16):
-        logits = logits.float()
-    return torch.softmax(logits / temperature, dim=-1)
-
-
-def crop_cache(cache: Any, length: int) -> None:
-    """Keep the first ``length`` positions of a Hugging Face KV cache (``DynamicCache``), in place."""
-    current = cache.get_seq_length()
-    if length < current:
-        cache.crop(length - current)  # a negative count removes that many positions, in every transformers version
 
 
 @dataclass(frozen=True)
@@ -126,7 +113,7 @@ def make_policy(name: str, n_arms: int, max_length: int, **params: Any) -> Polic
 
 
 def policy_reward(policy: Policy, y: float, max_length: int) -> float:
-    """Map a reward on the spec's scale ``[1, L + 1]`` to what ``policy`` expects.
+    """Map a reward on the paper's scale ``[1, L + 1]`` (tokens emitted per round) to what ``policy`` expects.
 
     A policy that takes ``L`` (UCBSpec, EXP3Spec) gets ``y`` as is; any other policy gets ``y``
     mapped linearly onto its ``reward_range`` (``[0, 1]`` when it declares none, since UCB1-style

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["run_demo", "cached_demo_table", "default_cache_dir", "DEMO_PROMPTS"]
+__all__ = ["run_demo", "cached_demo_table", "report_section", "default_cache_dir", "DEMO_PROMPTS"]
 
 RESULTS_FILE = "results.md"
 
@@ -80,6 +80,13 @@ def cached_demo_table(cache_dir: str | os.PathLike | None = None) -> str | None:
     if not (path.is_file() and (folder / "target" / "config.json").is_file()):
         return None
     return path.read_text()
+
+
+def report_section(ctx: Any) -> None:
+    """Report hook of the ``banditspec`` reproduction: the demo's table from its last cached run, if any."""
+    table = cached_demo_table()
+    if table:
+        ctx.add_section("Real speculative decoder: the demo's table", table)
 
 
 # ------------------------------------------------------------------------------------------ corpus

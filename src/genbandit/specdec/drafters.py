@@ -3,7 +3,7 @@
 A drafter proposes up to ``k`` tokens that continue the token sequence ``ids`` (prompt plus the
 text accepted so far). Copiers (:class:`PromptLookupDrafter`, :class:`SuffixMatchDrafter`) return
 a deterministic guess: their proposal law is a point mass, which the sampling verifier of the
-BanditSpec spec's Algorithm 6 handles exactly. :class:`ModelDrafter` runs a smaller causal LM with
+Algorithm 6 of the BanditSpec paper (Hou et al., 2025) handles exactly. :class:`ModelDrafter` runs a smaller causal LM with
 its own KV cache and returns the law ``Q`` it sampled each token from.
 
 Every drafter sees the whole sequence at each call and keeps only caches keyed on it, so a drafter
@@ -213,7 +213,7 @@ class ModelDrafter(Drafter):
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
         import torch
 
-        from .decoder import crop_cache, tempered_probs
+        from .tensors import crop_cache, tempered_probs
 
         if k <= 0:
             return Draft([])
