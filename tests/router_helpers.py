@@ -197,7 +197,7 @@ def write_config(path: Path, *, models: list[dict], policy: str = "router_helper
     lines += ["", "[policy]", f"name = {value(policy)}", f"params = {value(params or {})}"]
     lines += ["", "[embedding]"] + [f"{k} = {value(v)}" for k, v in (embedding or {"kind": "none", "dim": 4}).items()]
     lines += ["", "[store]"] + [f"{k} = {value(v)}" for k, v in (store or {}).items()]
-    lines += ["", "[auth]", 'feedback_keys = ["fb-key"]', 'admin_keys = ["admin-key"]']
+    lines += ["", "[auth]", 'feedback_keys = ["fb-key"]', 'read_keys = ["read-key"]', 'admin_keys = ["admin-key"]']
     path.write_text("\n".join(lines) + "\n")
     return path
 
