@@ -257,7 +257,11 @@ class Router:
             raise InvalidValue("'prompt' must be valid Unicode text; it holds a lone surrogate.")
         if self.embedder is None:
             raise InvalidValue("This router takes precomputed embeddings only ([embedding] kind = 'none'): send 'embedding'.")
-        return np.asarray(self.embedder.encode([prompt]), dtype=float)[0]
+        try:
+            return np.asarray(self.embedder.encode([prompt]), dtype=float)[0]
+        except Exception as exc:  # noqa: BLE001 - this prompt cannot be embedded: the client hears why, the log keeps the trace
+            log.warning("could not embed a prompt of %d characters", len(prompt), exc_info=True)
+            raise InvalidValue(f"The prompt could not be embedded: {type(exc).__name__}: {exc}") from None
 
     def _decide(self, context: np.ndarray, forced: int | None) -> Decision:
         with self._lock:
