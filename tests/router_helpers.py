@@ -101,12 +101,21 @@ def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05, what: s
 
 
 @contextlib.contextmanager
-def serve_in_thread(app, port: int | None = None):
-    """Run an ASGI app on uvicorn in a thread on 127.0.0.1; yields its base URL."""
+def serve_in_thread(app, port: int | None = None, router_config=None):
+    """Run an ASGI app on uvicorn in a thread on 127.0.0.1; yields its base URL.
+
+    With ``router_config``, uvicorn runs as ``genbandit serve`` runs it (the ``[server]`` limits applied).
+    """
     import uvicorn
 
+    from genbandit.router.app import server_config
+
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    if router_config is not None:
+        config = server_config(app, router_config, host="127.0.0.1", port=port, log_level="warning")
+    else:
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started or not thread.is_alive(), timeout=120, what="uvicorn to start")
