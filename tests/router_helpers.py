@@ -163,26 +163,46 @@ def upstream_app(label: str):
     return app
 
 
-@contextlib.contextmanager
-def redis_server():
-    """A real redis-server on a free loopback port, no persistence; yields its URL."""
-    exe = shutil.which("redis-server")
-    assert exe, "redis-server is not installed (apt-get install -y redis-server)"
-    port = free_port()
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
+class RedisServer:
+    """A real redis-server on a loopback port, started and killed at will (kill -9 included)."""
+
+    def __init__(self, appendonly: bool = False, data_dir: Path | None = None) -> None:
+        self.exe = shutil.which("redis-server")
+        assert self.exe, "redis-server is not installed (apt-get install -y redis-server)"
+        self.port, self.appendonly, self.data_dir = free_port(), appendonly, data_dir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "RedisServer":
+        args = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--protected-mode", "yes"]
+        if self.appendonly:  # every write fsynced before Redis answers it
+            args += ["--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.data_dir)]
+        else:
+            args += ["--appendonly", "no"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         import redis
 
-        wait_until(lambda: redis.Redis.from_url(url).ping(), what="redis-server")
-        yield url
+        wait_until(lambda: redis.Redis.from_url(self.url).ping(), what="redis-server")
+        return self
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def redis_server(appendonly: bool = False, data_dir: Path | None = None):
+    """A real redis-server on a free loopback port (no persistence unless ``appendonly``); yields the :class:`RedisServer`'s URL."""
+    server = RedisServer(appendonly, data_dir).start()
+    try:
+        yield server.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
 
 
 def write_config(path: Path, *, models: list[dict], policy: str = "router_helpers:DisjointLinUCB", params: dict | None = None,
