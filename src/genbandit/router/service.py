@@ -233,7 +233,9 @@ class Router:
     def context_for(self, prompt: str | None = None, embedding: Any = None) -> np.ndarray:
         """The policy's context: ``embedding`` (unit-normed) if given, else the embedded ``prompt``."""
         if embedding is not None:
-            if not isinstance(embedding, (list, tuple)) or not all(isinstance(v, Real) and not isinstance(v, bool) for v in embedding):
+            if not isinstance(embedding, (list, tuple)) or not (
+                set(map(type, embedding)) <= {float, int} or all(isinstance(v, Real) and not isinstance(v, bool) for v in embedding)
+            ):
                 raise InvalidValue("'embedding' must be a list of numbers.")
             if len(embedding) != self.dim:
                 raise InvalidValue(f"'embedding' must have {self.dim} numbers. Got {len(embedding)}.")
@@ -295,7 +297,7 @@ class Router:
         else:
             context = self.context_for(prompt, embedding)
         decision = self._decide(context, forced)
-        await asyncio.wrap_future(self.store.put_decision_future(decision, *self._put_args()))
+        await self.store.put_decision_async(decision, *self._put_args())
         return decision
 
     def check_reward(self, reward: Any) -> float:
@@ -333,8 +335,7 @@ class Router:
         if not self.store.in_process:
             return await loop.run_in_executor(self._embed_pool, self.feedback, decision_id, reward)
         decision_id, reward, values = self._check_feedback(decision_id, reward)
-        future = self.store.append_feedback_future(decision_id, reward, values, self.clock(), self.config.server.decision_ttl_s)
-        status, arm = await asyncio.wrap_future(future)
+        status, arm = await self.store.append_feedback_async(decision_id, reward, values, self.clock(), self.config.server.decision_ttl_s)
         self.sync()
         if self.snapshot_due():
             await loop.run_in_executor(self._embed_pool, self.snapshot)

@@ -24,6 +24,8 @@ A store also caps the decisions awaiting feedback (:class:`TooManyPending` when 
 from __future__ import annotations
 
 import abc
+import asyncio
+import contextlib
 import functools
 import json
 import queue
@@ -160,15 +162,14 @@ class SQLiteStore(Store):
 
     Writes are queued; the writer thread takes everything queued, runs it in one transaction (each
     operation in its own savepoint, so one refusal undoes only itself) and commits once, so N
-    concurrent feedbacks cost one fsync, not N. Each write is a :class:`~concurrent.futures.Future`
-    that completes after the commit holding it (``*_future`` methods hand it to an event loop; the
-    plain methods wait for it). Feedback commits are ``synchronous`` (``FULL`` by default: fsynced);
+    concurrent feedbacks cost one fsync, not N. Each write returns only after the commit holding it
+    (the ``*_async`` forms await it on an event loop, which is woken once per batch). Feedback commits are ``synchronous`` (``FULL`` by default: fsynced);
     decision-only commits are ``NORMAL`` (they survive a crash of the process, and the next
     feedback commit makes them durable on disk too). Reads use one connection per thread.
     """
 
     kind = "sqlite"
-    in_process = True  # reads are local and cheap enough for an event loop; writes have *_future forms
+    in_process = True  # reads are local and cheap enough for an event loop; writes have *_async forms
 
     def __init__(self, path: str, synchronous: str = "full", purge_every: int = 1000, max_batch: int = 512) -> None:
         self.path = path
@@ -206,10 +207,11 @@ class SQLiteStore(Store):
             raise StoreUnavailable(f"The SQLite store {self.path!r} cannot be read: {exc}") from None
 
     # -------------------------------------------------------------- the writer thread
-    def _submit(self, fn, *args, durable: bool = True) -> Future:
+    def _submit(self, fn, *args, durable: bool = True, loop: asyncio.AbstractEventLoop | None = None):
+        """Queue a write; its future (an asyncio one on ``loop``, else a thread one) completes after its commit."""
         if self._closed:
             raise StoreUnavailable("The SQLite store is closed.")
-        future: Future = Future()
+        future = loop.create_future() if loop is not None else Future()
         self._queue.put((fn, args, durable, future))
         return future
 
@@ -255,14 +257,17 @@ class SQLiteStore(Store):
                 cur.execute("ROLLBACK")
             self._pending = None  # reloaded from the file on the next decision
             error = StoreUnavailable(f"The SQLite store {self.path!r} cannot be written: {exc}")
-            for _, _, _, future in batch:
-                future.set_exception(error)
-            return
+            results = [(future, None, error) for _, _, _, future in batch]
+        # Thread futures are settled here; an event loop's are settled by one call on that loop per batch.
+        on_loops: dict[asyncio.AbstractEventLoop, list] = {}
         for future, result, error in results:
-            if error is None:
-                future.set_result(result)
+            if isinstance(future, asyncio.Future):
+                on_loops.setdefault(future.get_loop(), []).append((future, result, error))
             else:
-                future.set_exception(error)
+                _settle(future, result, error)
+        for loop, items in on_loops.items():
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle_all, items)
 
     # -------------------------------------------------------------- models and snapshots
     def model_ids(self) -> dict[str, int]:
@@ -324,11 +329,12 @@ class SQLiteStore(Store):
         if self._puts % self._purge_every == 0:
             cur.execute("DELETE FROM decisions WHERE created < ?", (decision.created - keep_s,))
 
-    def put_decision_future(self, decision: Decision, keep_s: float, ttl_s: float, max_pending: int) -> Future:
-        return self._submit(self._put, decision, keep_s, ttl_s, max_pending, durable=False)
+    async def put_decision_async(self, decision: Decision, keep_s: float, ttl_s: float, max_pending: int) -> None:
+        """:meth:`put_decision` for an event loop (call it from the loop's thread)."""
+        await self._submit(self._put, decision, keep_s, ttl_s, max_pending, durable=False, loop=asyncio.get_running_loop())
 
     def put_decision(self, decision: Decision, keep_s: float, ttl_s: float, max_pending: int) -> None:
-        self.put_decision_future(decision, keep_s, ttl_s, max_pending).result()
+        self._write(self._put, decision, keep_s, ttl_s, max_pending, durable=False)
 
     def get_decision(self, decision_id: str) -> Decision | None:
         rows = self._read("SELECT id, arm, context, created, forced, reward FROM decisions WHERE id = ?", (decision_id,))
@@ -362,11 +368,12 @@ class SQLiteStore(Store):
             self._pending.pop(decision_id, None)
         return "accepted", arm
 
-    def append_feedback_future(self, decision_id: str, reward: float, values: list[float], now: float, ttl_s: float) -> Future:
-        return self._submit(self._feedback, decision_id, reward, values, now, ttl_s)
+    async def append_feedback_async(self, decision_id: str, reward: float, values: list[float], now: float, ttl_s: float) -> tuple[str, int]:
+        """:meth:`append_feedback` for an event loop (call it from the loop's thread)."""
+        return await self._submit(self._feedback, decision_id, reward, values, now, ttl_s, loop=asyncio.get_running_loop())
 
     def append_feedback(self, decision_id: str, reward: float, values: list[float], now: float, ttl_s: float) -> tuple[str, int]:
-        return self.append_feedback_future(decision_id, reward, values, now, ttl_s).result()
+        return self._write(self._feedback, decision_id, reward, values, now, ttl_s)
 
     def read_log(self, after: Any, limit: int = 1000) -> list[LogEntry]:
         rows = self._read("SELECT seq, decision_id, arm, reward, value, context FROM feedback WHERE seq > ? ORDER BY seq LIMIT ?", (int(after), limit))
@@ -396,6 +403,20 @@ class SQLiteStore(Store):
             self._queue.put(None)
             self._writer.join()
             self._conn.close()
+
+
+def _settle(future, result, error) -> None:
+    if future.cancelled():  # an event loop's caller went away
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
+
+
+def _settle_all(items: list) -> None:
+    for item in items:
+        _settle(*item)
 
 
 # ------------------------------------------------------------------------------------------ Redis
