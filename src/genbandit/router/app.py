@@ -26,7 +26,7 @@ a decision that has one, 410 expired decision, 413 body or prompt too large, 422
 (NaN or out-of-range reward, wrong embedding size, degenerate embedding), 429 too many decisions
 awaiting feedback, 503 the store does not answer.
 
-The router's own endpoints are served by a small ASGI layer (:class:`_Api`) in front of FastAPI:
+The router's own endpoints are served by a small ASGI layer (:class:`_Api`) in front of FastAPI's stack:
 JSON in and out through orjson, no per-request validation models, the store written by its own
 thread. Anything else (routers added with ``app.include_router``) goes to FastAPI.
 """
@@ -235,7 +235,7 @@ class _Endpoint:
 
 
 class _Api:
-    """Pure ASGI middleware serving the router's endpoints; everything else goes to the wrapped app.
+    """Pure ASGI app serving the router's endpoints; everything else goes to the wrapped app (FastAPI).
 
     Every answer is timed and counted in ``/metrics`` by endpoint and status; a client that goes
     away mid-body is counted as 400, an unexpected exception as 500 (and logged).
@@ -458,6 +458,18 @@ class _Api:
 
 
 # ------------------------------------------------------------------------------------------ the app
+class _RouterApp(FastAPI):
+    """FastAPI, with the router's own endpoints (:class:`_Api`) answered before its middleware stack."""
+
+    api: _Api
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.api(scope, receive, send)
+
+    async def call_fastapi(self, scope, receive, send) -> None:
+        await super().__call__(scope, receive, send)
+
+
 def create_app(config: RouterConfig, *, router: Router | None = None, **router_options: Any) -> FastAPI:
     """The ASGI app. The :class:`Router` is built at startup (unless given) and closed at shutdown."""
     sv = config.server
@@ -477,10 +489,10 @@ def create_app(config: RouterConfig, *, router: Router | None = None, **router_o
             if router is None:
                 await asyncio.to_thread(r.close)
 
-    app = FastAPI(title="genbandit router", version="1", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = _RouterApp(title="genbandit router", version="1", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.metrics = metrics
     app.state.keys = keys = _Keys(config.auth)
-    app.add_middleware(_Api, config=config, holder=holder, metrics=metrics, keys=keys)
+    app.api = _Api(app.call_fastapi, config=config, holder=holder, metrics=metrics, keys=keys)
 
     @app.exception_handler(RouterError)
     async def _router_error(request: Request, exc: RouterError) -> JSONResponse:
@@ -568,6 +580,7 @@ def server_config(app, config: RouterConfig, *, host: str | None = None, port: i
         timeout_keep_alive=sv.keep_alive_s,
         log_level=log_level,
         access_log=False,
+        proxy_headers=False,  # the router does not use the client's address
         timeout_graceful_shutdown=10,
         lifespan="on",
     )
