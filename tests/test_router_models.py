@@ -125,3 +125,19 @@ def test_a_model_named_back_by_renamed_from_must_exist(tmp_path, store):
     f.teach({"a": 1.0, "b": 0.0}, 2)
     with pytest.raises(InvalidParameterError, match="never seen a model 'zzz'"):
         f.start([model("a"), model("c", renamed_from="zzz")])
+
+
+def test_a_store_stopped_before_its_first_snapshot_starts(tmp_path, store):
+    """A router killed between naming its models and saving its first snapshot leaves a store that still starts."""
+    from genbandit.router.store import open_store
+    from genbandit.router.config import StoreSpec
+
+    spec = StoreSpec(**{k: v for k, v in store.items()})
+    early = open_store(spec)
+    early.register_models(["a", "b"], {})
+    early.close()
+    f = Fleet(tmp_path, store)
+    f.start([model("a"), model("b")])
+    f.teach({"a": 1.0, "b": 0.0}, 2)
+    assert f.router.policy.t == 2
+    f.router.close()

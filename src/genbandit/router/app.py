@@ -448,7 +448,7 @@ class _Api:
         """The router's own endpoints, for ``/openapi.json``."""
         paths: dict = {}
         for (method, path), ep in self.endpoints.items():
-            op: dict = {"summary": ep.what, "description": (ep.handler.__doc__ or "").strip() or ep.what, "responses": {"200": {"description": "OK"}}}
+            op: dict = {"summary": ep.what, "responses": {"200": {"description": "OK"}}}
             if ep.role != "none" and not (ep.role == "client" and self.keys.roles["client"] is None):
                 op["security"] = [{"apiKey": []}]
             if ep.body:

@@ -22,6 +22,7 @@ def register(subparsers) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     import resource
+    import sys
 
     import uvicorn
 
@@ -34,6 +35,9 @@ def _serve(args: argparse.Namespace) -> int:
     wanted = config.server.max_connections + 256
     if soft != resource.RLIM_INFINITY and soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+    # The SQLite writer thread waits on the event loop's thread for the GIL after each commit; a
+    # 0.5 ms switch interval (not 5 ms) hands it over sooner, which shortens the latency tail.
+    sys.setswitchinterval(0.0005)
     # One process per router: replicas are separate processes sharing a Redis store.
     uvicorn.Server(server_config(create_app(config), config, host=args.host, port=args.port, log_level=args.log_level)).run()
     return 0

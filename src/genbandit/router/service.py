@@ -83,7 +83,9 @@ class Router:
         else:
             dim = config.embedding.dim or int(np.asarray(embedder.encode(["warm-up"])).shape[1])
         self.embedder, self.dim = embedder, int(dim)
-        self._embed_pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="genbandit-embed") if embedder is not None else None
+        # Threads for the embedding model (concurrent prompts queue there and are embedded in one batch)
+        # and, with a remote store, for the store's calls: off the event loop.
+        self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="genbandit-router")
         self.n_arms = len(config.models)
         self._by_name = {m.name: i for i, m in enumerate(config.models)}
         sw = config.server
@@ -138,7 +140,9 @@ class Router:
                     f"[[models]] {new!r} says renamed_from = {old!r}, but the store has never seen a model {old!r} "
                     f"(it knows {', '.join(sorted(known))})."
                 )
-        doc, _ = self.store.init_snapshot({})
+        doc = self.store.read_snapshot()
+        if doc is None:  # stopped between naming its models and saving its first snapshot
+            return renames
         layout, _ = self._read_document(doc)
         by_id = {i: name for name, i in known.items()}
         active = [by_id[i] for i in layout["ids"] if i in by_id]
@@ -290,10 +294,10 @@ class Router:
         """:meth:`route` for an event loop: the embedding model and the store's waits run off the loop."""
         loop = asyncio.get_running_loop()
         if not self.store.in_process:
-            return await loop.run_in_executor(self._embed_pool, lambda: self.route(prompt, embedding=embedding, model=model))
+            return await loop.run_in_executor(self._pool, lambda: self.route(prompt, embedding=embedding, model=model))
         forced = None if model is None else self.model_index(model)
         if embedding is None and self.embedder is not None:
-            context = await loop.run_in_executor(self._embed_pool, self.context_for, prompt)
+            context = await loop.run_in_executor(self._pool, self.context_for, prompt)
         else:
             context = self.context_for(prompt, embedding)
         decision = self._decide(context, forced)
@@ -333,12 +337,12 @@ class Router:
         """:meth:`feedback` for an event loop: answers once the feedback is durable, like :meth:`feedback`."""
         loop = asyncio.get_running_loop()
         if not self.store.in_process:
-            return await loop.run_in_executor(self._embed_pool, self.feedback, decision_id, reward)
+            return await loop.run_in_executor(self._pool, self.feedback, decision_id, reward)
         decision_id, reward, values = self._check_feedback(decision_id, reward)
         status, arm = await self.store.append_feedback_async(decision_id, reward, values, self.clock(), self.config.server.decision_ttl_s)
         self.sync()
         if self.snapshot_due():
-            await loop.run_in_executor(self._embed_pool, self.snapshot)
+            await loop.run_in_executor(self._pool, self.snapshot)
         return self._feedback_result(status, arm, decision_id, reward)
 
     def get_decision(self, decision_id: Any) -> dict:
@@ -380,8 +384,7 @@ class Router:
             self.snapshot(force=True)
         finally:
             self.store.close()
-            if self._embed_pool is not None:
-                self._embed_pool.shutdown(wait=False)
+            self._pool.shutdown(wait=False)
 
 
 _TINY = float(np.finfo(float).tiny)

@@ -90,6 +90,10 @@ class Store(abc.ABC):
         """Rename ``{new: old}`` (the id stays), give ids to unknown ``names``; return every name's id."""
 
     @abc.abstractmethod
+    def read_snapshot(self) -> dict | None:
+        """The stored snapshot, or None before the first."""
+
+    @abc.abstractmethod
     def init_snapshot(self, state: dict) -> tuple[dict, Any]:
         """Store ``state`` as the initial snapshot unless one exists; return the stored (state, cursor)."""
 
@@ -282,6 +286,10 @@ class SQLiteStore(Store):
             return {name: int(i) for i, name in cur.execute("SELECT id, name FROM models")}
 
         return self._write(op)
+
+    def read_snapshot(self) -> dict | None:
+        rows = self._read("SELECT state FROM snapshot WHERE id = 1")
+        return json.loads(rows[0][0]) if rows else None
 
     def init_snapshot(self, state: dict) -> tuple[dict, Any]:
         def op(cur):
@@ -543,6 +551,11 @@ class RedisStore(Store):
         flat = [x for pair in renames.items() for x in pair]
         out = self._register(keys=[self._k("models"), self._k("model_seq")], args=[len(renames), *flat, *names])
         return {out[i].decode(): int(out[i + 1]) for i in range(0, len(out), 2)}
+
+    @_reachable
+    def read_snapshot(self) -> dict | None:
+        text = self._r.get(self._k("snapshot", "state"))
+        return None if text is None else json.loads(text)
 
     @_reachable
     def init_snapshot(self, state: dict) -> tuple[dict, Any]:
