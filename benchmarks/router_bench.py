@@ -2,7 +2,7 @@
 
 Run by hand (not in CI), from the repository root::
 
-    PYTHONPATH=src python benchmarks/router_bench.py --out docs/router_benchmark.json
+    PYTHONPATH=src python benchmarks/router_bench.py --requests 3000 --model-requests 300 --inproc 500 --out docs/router_benchmark.json
 
 What it measures (every request goes to 127.0.0.1 only, and every phase is bounded in count and time):
 
@@ -11,10 +11,14 @@ What it measures (every request goes to 127.0.0.1 only, and every phase is bound
    ParetoBandit's ``BanditRouter.route`` / ``process_feedback`` on the same vectors (its
    ``FeatureService.for_precomputed``: no PCA, no encoder).
 2. Over HTTP, ``genbandit serve`` in a child process: ``/v1/route`` with precomputed embeddings,
-   then ``/v1/feedback`` for those decisions, from ``--concurrency`` concurrent clients; then
-   ``/v1/route`` with prompt text embedded by the real all-MiniLM-L6-v2 model.
+   then ``/v1/feedback`` for those decisions, from ``--concurrency`` keep-alive connections; then
+   ``/v1/route`` with prompt text embedded by the real all-MiniLM-L6-v2 model. The load generator
+   runs in its own process (raw HTTP/1.1 over asyncio streams, on uvloop when installed), so that
+   its cost is not the server's.
 
-Decisions per second are completed requests divided by the phase's wall time.
+Decisions per second are completed requests divided by the phase's wall time. The run also reports
+HTTP routes/s over in-process routes/s: on a shared machine the absolute numbers follow its load,
+the ratio much less.
 """
 
 from __future__ import annotations

@@ -129,8 +129,8 @@ def test_a_model_named_back_by_renamed_from_must_exist(tmp_path, store):
 
 def test_a_store_stopped_before_its_first_snapshot_starts(tmp_path, store):
     """A router killed between naming its models and saving its first snapshot leaves a store that still starts."""
-    from genbandit.router.store import open_store
     from genbandit.router.config import StoreSpec
+    from genbandit.router.store import open_store
 
     spec = StoreSpec(**{k: v for k, v in store.items()})
     early = open_store(spec)
