@@ -197,7 +197,8 @@ JSON = st.recursive(
 FIELDS = st.sampled_from(["prompt", "embedding", "messages", "model", "decision_id", "reward", "stream"])
 BODIES = st.one_of(JSON, st.dictionaries(FIELDS, JSON, max_size=4))
 ENDPOINTS = st.sampled_from([("post", "/v1/route", {}), ("post", "/v1/feedback", FB), ("post", "/v1/chat/completions", {}),
-                             ("post", "/v1/admin/snapshot", FB), ("get", "/v1/stats", FB), ("get", "/v1/models", {}), ("get", "/healthz", {})])
+                             ("post", "/v1/admin/snapshot", ADMIN), ("get", "/v1/stats", READ), ("get", "/v1/models", {}), ("get", "/healthz", {}),
+                             ("get", "/v1/decisions/x", READ), ("post", "/nowhere", {})])
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

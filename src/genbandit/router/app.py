@@ -513,7 +513,7 @@ def create_app(config: RouterConfig, *, router: Router | None = None, **router_o
         async def openapi(request: Request):
             require_read_access(request)
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-            schema["paths"] = {**_Api(None, config, holder, metrics, keys).openapi_paths(), **schema.get("paths", {})}
+            schema["paths"] = {**app.api.openapi_paths(), **schema.get("paths", {})}
             schema.setdefault("components", {})["securitySchemes"] = {"apiKey": {"type": "http", "scheme": "bearer"}}
             return schema
 
