@@ -101,12 +101,21 @@ def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05, what: s
 
 
 @contextlib.contextmanager
-def serve_in_thread(app, port: int | None = None):
-    """Run an ASGI app on uvicorn in a thread on 127.0.0.1; yields its base URL."""
+def serve_in_thread(app, port: int | None = None, router_config=None):
+    """Run an ASGI app on uvicorn in a thread on 127.0.0.1; yields its base URL.
+
+    With ``router_config``, uvicorn runs as ``genbandit serve`` runs it (the ``[server]`` limits applied).
+    """
     import uvicorn
 
+    from genbandit.router.app import server_config
+
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    if router_config is not None:
+        config = server_config(app, router_config, host="127.0.0.1", port=port, log_level="warning")
+    else:
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started or not thread.is_alive(), timeout=120, what="uvicorn to start")
@@ -154,26 +163,46 @@ def upstream_app(label: str):
     return app
 
 
-@contextlib.contextmanager
-def redis_server():
-    """A real redis-server on a free loopback port, no persistence; yields its URL."""
-    exe = shutil.which("redis-server")
-    assert exe, "redis-server is not installed (apt-get install -y redis-server)"
-    port = free_port()
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "yes"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
+class RedisServer:
+    """A real redis-server on a loopback port, started and killed at will (kill -9 included)."""
+
+    def __init__(self, appendonly: bool = False, data_dir: Path | None = None) -> None:
+        self.exe = shutil.which("redis-server")
+        assert self.exe, "redis-server is not installed (apt-get install -y redis-server)"
+        self.port, self.appendonly, self.data_dir = free_port(), appendonly, data_dir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "RedisServer":
+        args = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--protected-mode", "yes"]
+        if self.appendonly:  # every write fsynced before Redis answers it
+            args += ["--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.data_dir)]
+        else:
+            args += ["--appendonly", "no"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         import redis
 
-        wait_until(lambda: redis.Redis.from_url(url).ping(), what="redis-server")
-        yield url
+        wait_until(lambda: redis.Redis.from_url(self.url).ping(), what="redis-server")
+        return self
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def redis_server(appendonly: bool = False, data_dir: Path | None = None):
+    """A real redis-server on a free loopback port (no persistence unless ``appendonly``); yields the :class:`RedisServer`'s URL."""
+    server = RedisServer(appendonly, data_dir).start()
+    try:
+        yield server.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
 
 
 def write_config(path: Path, *, models: list[dict], policy: str = "router_helpers:DisjointLinUCB", params: dict | None = None,
@@ -197,7 +226,7 @@ def write_config(path: Path, *, models: list[dict], policy: str = "router_helper
     lines += ["", "[policy]", f"name = {value(policy)}", f"params = {value(params or {})}"]
     lines += ["", "[embedding]"] + [f"{k} = {value(v)}" for k, v in (embedding or {"kind": "none", "dim": 4}).items()]
     lines += ["", "[store]"] + [f"{k} = {value(v)}" for k, v in (store or {}).items()]
-    lines += ["", "[auth]", 'feedback_keys = ["fb-key"]', 'admin_keys = ["admin-key"]']
+    lines += ["", "[auth]", 'feedback_keys = ["fb-key"]', 'read_keys = ["read-key"]', 'admin_keys = ["admin-key"]']
     path.write_text("\n".join(lines) + "\n")
     return path
 

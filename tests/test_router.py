@@ -26,6 +26,7 @@ from genbandit.router.store import SQLiteStore
 
 MODELS = [{"name": "small", "base_url": "http://127.0.0.1:9/v1", "cost": 0.1}, {"name": "large", "base_url": "http://127.0.0.1:9/v1", "cost": 1.0}]
 FB = {"x-api-key": "fb-key"}
+READ = {"x-api-key": "read-key"}
 ADMIN = {"authorization": "Bearer admin-key"}
 
 
@@ -109,7 +110,7 @@ def test_feedback_is_idempotent_and_conflicts_change_nothing(tmp_path):
     with pytest.raises(FeedbackConflict):
         router.feedback(d.id, 0.75)
     assert router.policy.state_dict() == before and router.policy.t == 1 and router.store.log_length() == 1
-    assert router.store.counters(2)["feedback"] == [1, 0] if d.arm == 0 else [0, 1]
+    assert {i: c["feedback"] for i, c in router.store.counters().items()} == {d.arm: 1}
     router.close()
 
 
@@ -139,7 +140,7 @@ def test_racing_feedback_for_one_decision_counts_once(tmp_path, store_kind):
             outcomes = list(pool.map(send, jobs))
         assert outcomes.count("accepted") == 8
         assert outcomes.count("duplicate") + outcomes.count("conflict") == len(jobs) - 8
-        assert router.policy.t == 8 and router.store.log_length() == 8 and sum(router.store.counters(2)["feedback"]) == 8
+        assert router.policy.t == 8 and router.store.log_length() == 8 and sum(c["feedback"] for c in router.store.counters().values()) == 8
         router.close()
 
 
@@ -212,7 +213,7 @@ def client(tmp_path):
 
 
 def _state(c):
-    return c.get("/v1/admin/state", headers=ADMIN).json(), c.get("/v1/stats", headers=FB).json()
+    return c.get("/v1/admin/state", headers=ADMIN).json(), c.get("/v1/stats", headers=READ).json()
 
 
 def test_http_round_trip(client):
@@ -221,11 +222,11 @@ def test_http_round_trip(client):
     d = r.json()
     assert client.post("/v1/feedback", json={"decision_id": d["decision_id"], "reward": 1}, headers=FB).json()["status"] == "accepted"
     assert client.post("/v1/feedback", json={"decision_id": d["decision_id"], "reward": 1.0}, headers=FB).json()["status"] == "duplicate"
-    assert client.get(f"/v1/decisions/{d['decision_id']}", headers=FB).json()["reward"] == 1.0
+    assert client.get(f"/v1/decisions/{d['decision_id']}", headers=READ).json()["reward"] == 1.0
     r = client.post("/v1/route", json={"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}], "model": "large"})
     assert r.json()["model"] == "large" and r.json()["forced"] is True
     assert [m["id"] for m in client.get("/v1/models").json()["data"]] == ["auto", "small", "large"]
-    stats = client.get("/v1/stats", headers=FB).json()
+    stats = client.get("/v1/stats", headers=READ).json()
     assert stats["decisions"] == 2 and stats["feedback"] == 1 and stats["policy_rounds"] == 1
     assert client.get("/healthz").json()["status"] == "ok"
     assert client.post("/v1/admin/snapshot", headers=ADMIN).json() == {"saved": True}
@@ -238,11 +239,13 @@ BAD_INPUTS = [
     ("no key", "post", "/v1/feedback", {"json": {"decision_id": "DID", "reward": 1.0}}, 401),
     ("wrong key", "post", "/v1/feedback", {"json": {"decision_id": "DID", "reward": 1.0}, "headers": {"x-api-key": "nope"}}, 401),
     ("client key for stats", "get", "/v1/stats", {"headers": {"x-api-key": "nope"}}, 401),
+    ("feedback key for stats", "get", "/v1/stats", {"headers": FB}, 401),
+    ("read key for feedback", "post", "/v1/feedback", {"json": {"decision_id": "DID", "reward": 1.0}, "headers": READ}, 401),
     ("feedback key for admin", "get", "/v1/admin/state", {"headers": FB}, 401),
     ("unknown decision", "post", "/v1/feedback", {"json": {"decision_id": "0" * 32, "reward": 1.0}, "headers": FB}, 404),
     ("expired decision", "post", "/v1/feedback", {"json": {"decision_id": "OLD", "reward": 1.0}, "headers": FB}, 410),
-    ("NaN reward", "post", "/v1/feedback", {"content": b'{"decision_id": "DID", "reward": NaN}', "headers": FB}, 422),
-    ("infinite reward", "post", "/v1/feedback", {"content": b'{"decision_id": "DID", "reward": Infinity}', "headers": FB}, 422),
+    ("NaN reward (not JSON)", "post", "/v1/feedback", {"content": b'{"decision_id": "DID", "reward": NaN}', "headers": FB}, 400),
+    ("infinite reward (not JSON)", "post", "/v1/feedback", {"content": b'{"decision_id": "DID", "reward": Infinity}', "headers": FB}, 400),
     ("reward above range", "post", "/v1/feedback", {"json": {"decision_id": "DID", "reward": 1.5}, "headers": FB}, 422),
     ("reward below range", "post", "/v1/feedback", {"json": {"decision_id": "DID", "reward": -0.1}, "headers": FB}, 422),
     ("reward as text", "post", "/v1/feedback", {"json": {"decision_id": "DID", "reward": "0.5"}, "headers": FB}, 422),
@@ -258,7 +261,7 @@ BAD_INPUTS = [
     ("model not a string", "post", "/v1/route", {"json": {"prompt": "hi", "model": ["small"]}}, 404),
     ("empty prompt", "post", "/v1/route", {"json": {"prompt": "   "}}, 422),
     ("embedding of the wrong size", "post", "/v1/route", {"json": {"embedding": [1.0, 2.0]}}, 422),
-    ("NaN embedding", "post", "/v1/route", {"content": b'{"embedding": [NaN' + b", 0" * 15 + b"]}"}, 422),
+    ("NaN embedding (not JSON)", "post", "/v1/route", {"content": b'{"embedding": [NaN' + b", 0" * 15 + b"]}"}, 400),
     ("no messages", "post", "/v1/chat/completions", {"json": {"model": "auto"}}, 422),
     ("no user message", "post", "/v1/chat/completions", {"json": {"messages": [{"role": "system", "content": "hi"}]}}, 422),
 ]

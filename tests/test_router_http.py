@@ -24,6 +24,7 @@ from router_helpers import redis_server, router_process, serve_in_thread, upstre
 from genbandit.router import create_app, load_router_config
 
 FB = {"x-api-key": "fb-key"}
+READ = {"x-api-key": "read-key"}
 ADMIN = {"x-api-key": "admin-key"}
 
 
@@ -56,7 +57,7 @@ def test_openai_client_gets_routed_answers(tmp_path, monkeypatch):
                 client.chat.completions.create(model="gone", messages=messages)
             assert failed.value.status_code == 502
             gone_id = failed.value.response.headers["x-genbandit-decision-id"]
-            assert httpx.get(f"{router_url}/v1/decisions/{gone_id}", headers=FB).json()["reward"] == 0.0
+            assert httpx.get(f"{router_url}/v1/decisions/{gone_id}", headers=READ).json()["reward"] == 0.0
 
             # Routed: the untried models come first, so the answer is alpha's or beta's, unchanged.
             raw = client.chat.completions.with_raw_response.create(model="auto", messages=messages)
@@ -86,7 +87,7 @@ def test_openai_client_gets_routed_answers(tmp_path, monkeypatch):
             with pytest.raises(openai.AuthenticationError):
                 openai.OpenAI(base_url=router_url + "/v1", api_key="wrong", max_retries=0).chat.completions.create(model="auto", messages=messages)
             assert [m.id for m in client.models.list()] == ["auto", "alpha", "beta", "gone"]
-            stats = httpx.get(router_url + "/v1/stats", headers=FB).json()
+            stats = httpx.get(router_url + "/v1/stats", headers=READ).json()
             assert stats["policy"] == "RFF-UCB" and stats["decisions"] == 4 and stats["policy_rounds"] == 3
 
 
@@ -169,9 +170,9 @@ def test_concurrent_load_then_kill9_loses_nothing_acknowledged(tmp_path):
         assert state["_t"] == len(log)  # the restarted policy learned exactly the log ...
         np.testing.assert_allclose(state["_b"][0], _fold(log.values(), 3, 8), atol=1e-9)
         for did, (model, reward, _x) in list(acked2.items())[:20]:  # ... which holds every acknowledged feedback
-            d = httpx.get(f"{url}/v1/decisions/{did}", headers=FB).json()
+            d = httpx.get(f"{url}/v1/decisions/{did}", headers=READ).json()
             assert (d["model"], d["reward"]) == (model, reward)
-        stats = httpx.get(url + "/v1/stats", headers=FB).json()
+        stats = httpx.get(url + "/v1/stats", headers=READ).json()
         assert stats["feedback"] == len(log) and stats["policy_rounds"] == len(log)
 
 
@@ -213,5 +214,5 @@ def test_two_replicas_on_one_redis_share_the_policy(tmp_path, policy, params):
                 assert c.post(url_a + "/v1/feedback", json={"decision_id": d["decision_id"], "reward": 1.0}, headers=FB).json()["status"] == "duplicate"
                 sa, sb = (c.get(u + "/v1/admin/state", headers=ADMIN).json() for u in (url_a, url_b))
                 assert sa["log_position"] == sb["log_position"] and sa["state"]["state"] == sb["state"]["state"]
-                stats = c.get(url_b + "/v1/stats", headers=FB).json()
+                stats = c.get(url_b + "/v1/stats", headers=READ).json()
                 assert stats["store"] == "redis" and stats["feedback"] == 11 and stats["decisions"] == 51

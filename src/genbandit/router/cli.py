@@ -21,15 +21,23 @@ def register(subparsers) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import resource
+    import sys
+
     import uvicorn
 
-    from .app import create_app
+    from .app import create_app, server_config
     from .config import load_router_config
 
     config = load_router_config(args.config)
-    app = create_app(config)
-    host = args.host or config.server.host
-    port = config.server.port if args.port is None else args.port
+    # Room for max_connections sockets besides the store's and the upstreams' (the soft limit is often 1,024).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = config.server.max_connections + 256
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+    # The SQLite writer thread waits on the event loop's thread for the GIL after each commit; a
+    # 0.5 ms switch interval (not 5 ms) hands it over sooner, which shortens the latency tail.
+    sys.setswitchinterval(0.0005)
     # One process per router: replicas are separate processes sharing a Redis store.
-    uvicorn.run(app, host=host, port=port, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=10)
+    uvicorn.Server(server_config(create_app(config), config, host=args.host, port=args.port, log_level=args.log_level)).run()
     return 0

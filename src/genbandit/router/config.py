@@ -14,6 +14,13 @@ A config, in full (every table but ``[[models]]`` is optional)::
     upstream_timeout_s = 120.0
     upstream_error_reward = -1.0  # optional: feedback recorded when an upstream fails (omit for none)
     recent_decisions = 50         # how many /v1/stats lists
+    max_pending_decisions = 100000  # decisions awaiting feedback (younger than decision_ttl_s); more gets 429
+    max_json_depth = 32           # request bodies nested deeper get 400
+    keep_alive_s = 5.0            # an idle keep-alive connection is closed after this
+    header_timeout_s = 10.0       # a connection that has not sent a whole request head in this (after it opened or after its last answer, keep_alive_s aside) is closed
+    body_timeout_s = 30.0         # a request body not received in full within this gets 408
+    max_connections = 512         # connections beyond this are closed at once
+    docs = false                  # serve /docs and /openapi.json (behind a read or admin key)
 
     [[models]]
     name = "small"                # what clients and feedback see
@@ -21,6 +28,7 @@ A config, in full (every table but ``[[models]]`` is optional)::
     model = "qwen2.5-7b"          # the upstream's model id (default: name)
     api_key_env = "SMALL_KEY"     # optional: environment variable holding the upstream key
     cost = 0.2                    # optional, any unit (per request)
+    renamed_from = "qwen-small"   # optional: this model was called that; what was learned about it stays
 
     [policy]
     name = "RFF-UCB"              # any registered contextual policy, or "package.module:Class"
@@ -40,10 +48,12 @@ A config, in full (every table but ``[[models]]`` is optional)::
     snapshot_every = 500          # save the policy state after this many feedbacks
 
     [auth]
-    feedback_keys = ["..."]       # keys for /v1/feedback (admin keys work too)
-    admin_keys = ["..."]          # keys for /v1/stats and /v1/admin/*
+    feedback_keys = ["..."]       # keys for /v1/feedback
+    read_keys = ["..."]           # read-only keys: /v1/stats, /v1/decisions/{id}, the dashboard, /docs
+    admin_keys = ["..."]          # keys for /v1/admin/*; an admin key also works wherever the others do
     client_keys = []              # keys for /v1/route and /v1/chat/completions; empty = open
-    feedback_keys_env = "GENBANDIT_FEEDBACK_KEYS"  # optional, comma-separated, added to the lists
+    feedback_keys_env = "GENBANDIT_FEEDBACK_KEYS"  # optional, comma-separated, added to the lists (also
+                                  # read_keys_env, admin_keys_env, client_keys_env)
 
 Keys travel as ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``.
 """
@@ -70,6 +80,7 @@ class ModelSpec:
     model: str
     api_key_env: str | None = None
     cost: float = 0.0
+    renamed_from: str | None = None
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -88,6 +99,13 @@ class ServerSpec:
     upstream_timeout_s: float = 120.0
     upstream_error_reward: float | None = None
     recent_decisions: int = 50
+    max_pending_decisions: int = 100_000
+    max_json_depth: int = 32
+    keep_alive_s: float = 5.0
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_connections: int = 512
+    docs: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,7 @@ class StoreSpec:
 @dataclass(frozen=True)
 class AuthSpec:
     feedback_keys: tuple[str, ...] = ()
+    read_keys: tuple[str, ...] = ()
     admin_keys: tuple[str, ...] = ()
     client_keys: tuple[str, ...] = ()
 
@@ -189,10 +208,14 @@ def _server(raw: dict) -> ServerSpec:
         out["host"] = _string(t["host"], f"{where} host")
     if "route_name" in t:
         out["route_name"] = _string(t["route_name"], f"{where} route_name")
-    for name in ("port", "max_prompt_chars", "max_body_bytes", "recent_decisions"):
+    for name in ("port", "max_prompt_chars", "max_body_bytes", "recent_decisions", "max_pending_decisions", "max_json_depth", "max_connections"):
         if name in t:
             out[name] = _int(t[name], f"{where} {name}", 0 if name in ("port", "recent_decisions") else 1)
-    for name in ("decision_ttl_s", "upstream_timeout_s"):
+    if "docs" in t:
+        if not isinstance(t["docs"], bool):
+            _fail(f"{where} docs", f"must be true or false. Got {t['docs']!r} instead.")
+        out["docs"] = t["docs"]
+    for name in ("decision_ttl_s", "upstream_timeout_s", "keep_alive_s", "header_timeout_s", "body_timeout_s"):
         if name in t:
             out[name] = _number(t[name], f"{where} {name}", 0.0, strict=True)
     if "cost_weight" in t:
@@ -231,11 +254,15 @@ def _models(raw: Any, route_name: str) -> tuple[ModelSpec, ...]:
                 model=_string(t.get("model", name), f"{where} model"),
                 api_key_env=_string(t["api_key_env"], f"{where} api_key_env") if "api_key_env" in t else None,
                 cost=_number(t.get("cost", 0.0), f"{where} cost", 0.0),
+                renamed_from=_string(t["renamed_from"], f"{where} renamed_from") if "renamed_from" in t else None,
             )
         )
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         _fail("[[models]]", f"model names must be unique. Got {names}.")
+    olds = [m.renamed_from for m in models if m.renamed_from is not None]
+    if len(set(olds)) != len(olds) or set(olds) & set(names):
+        _fail("[[models]]", f"each renamed_from must name a model that is no longer configured, once. Got {olds}.")
     if route_name in names:
         _fail("[[models]]", f"no model may be named {route_name!r}: that name asks the router to choose.")
     return tuple(models)
@@ -293,8 +320,9 @@ def load_router_config(source: str | Path | dict) -> RouterConfig:
         snapshot_every=_int(s.get("snapshot_every", 500), "[store] snapshot_every"),
     )
 
-    a = _check_keys(raw.get("auth", {}), {"feedback_keys", "admin_keys", "client_keys", "feedback_keys_env", "admin_keys_env", "client_keys_env"}, "[auth]")
-    auth = AuthSpec(feedback_keys=_keys(a, "feedback_keys"), admin_keys=_keys(a, "admin_keys"), client_keys=_keys(a, "client_keys"))
+    roles = ("feedback_keys", "read_keys", "admin_keys", "client_keys")
+    a = _check_keys(raw.get("auth", {}), {*roles, *(r + "_env" for r in roles)}, "[auth]")
+    auth = AuthSpec(**{r: _keys(a, r) for r in roles})
     if not (auth.feedback_keys or auth.admin_keys):
         _fail("[auth]", "name at least one feedback or admin key: feedback changes the policy and must not be open.")
     return RouterConfig(models=models, server=server, policy=policy, embedding=embedding, store=store, auth=auth)

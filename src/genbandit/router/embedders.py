@@ -53,7 +53,8 @@ class _Batched:
     """Runs a model for several threads at once: texts that arrive while it is busy go in one batch.
 
     Whichever waiting thread takes the lock embeds every queued text in one forward pass (a
-    batch of 8 costs far less than 8 single calls on a CPU) and hands each caller its rows.
+    batch of 8 costs far less than 8 single calls on a CPU) and hands each caller its rows. If
+    the batch fails, each caller's texts are embedded alone, so an error reaches only its caller.
     :class:`~genbandit.embeddings.SentenceEmbedder` keeps every vector it made in memory; a
     server sees endless new prompts, so that memory is dropped once it holds ``max_cached``.
     """
@@ -90,9 +91,12 @@ class _Batched:
             start = 0
             for it in batch:
                 it[1], start = vectors[start : start + len(it[0])], start + len(it[0])
-        except BaseException as exc:  # noqa: BLE001 - handed to every caller of the batch
-            for it in batch:
-                it[2] = exc
+        except Exception as exc:  # noqa: BLE001 - handed to the caller whose texts fail, and to no other
+            if len(batch) == 1:
+                batch[0][2] = exc
+            else:
+                for it in batch:  # one caller's bad text must not fail the others': embed each caller alone
+                    self._run([it])
         finally:
             for it in batch:
                 it[3] = True

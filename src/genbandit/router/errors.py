@@ -1,4 +1,4 @@
-"""Errors the router answers with a 4xx, each with its HTTP status and an OpenAI-style code."""
+"""Errors the router answers with (4xx, or 503 while its store is unreachable), each with its HTTP status and an OpenAI-style code."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ __all__ = [
     "PayloadTooLarge",
     "UnknownModel",
     "InvalidValue",
+    "TooManyPending",
+    "StoreUnavailable",
+    "RequestTimeout",
 ]
 
 
 class RouterError(GenbanditError):
-    """A request the router refuses; nothing was changed."""
+    """A request the router refuses or cannot serve now; nothing was changed."""
 
     status: int = 400
     code: str = "bad_request"
@@ -55,3 +58,17 @@ class PayloadTooLarge(RouterError):
 
 class InvalidValue(RouterError):
     status, code = 422, "invalid_value"
+
+
+class RequestTimeout(RouterError):
+    status, code = 408, "request_timeout"
+
+
+class TooManyPending(RouterError):
+    status, code, type = 429, "too_many_pending_decisions", "rate_limit_error"
+
+
+class StoreUnavailable(RouterError):
+    """The state store does not answer (for example Redis is down): 503, retry later."""
+
+    status, code, type = 503, "store_unavailable", "service_unavailable"
