@@ -41,6 +41,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from .config import RouterConfig
+from .dashboard import dashboard_routes
 from .errors import BadRequest, InvalidValue, PayloadTooLarge, RouterError, Unauthorized
 from .service import Router
 
@@ -270,6 +271,8 @@ def create_app(config: RouterConfig, *, router: Router | None = None, **router_o
     async def stats(request: Request):
         _require(request, feedback_keys, "Stats")
         return await run_in_threadpool(_router(request).stats)
+
+    app.include_router(dashboard_routes(lambda request: _require(request, feedback_keys, "The dashboard")))
 
     @app.get("/v1/decisions/{decision_id}")
     async def decision(request: Request, decision_id: str):
