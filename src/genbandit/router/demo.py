@@ -43,7 +43,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..core.validation import InvalidParameterError
 from ..envs.prompts import load_paretobandit
 from .app import create_app, prompt_of
-from .config import RouterConfig, load_router_config
+from .config import load_router_config
 from .errors import RouterError
 
 __all__ = ["LoggedOutcomes", "upstream_app", "demo_config", "serve_in_thread", "run_demo", "PRICE"]
@@ -131,34 +131,43 @@ def upstream_app(table: LoggedOutcomes):
     return app
 
 
-def demo_config(upstream_url: str, table: LoggedOutcomes, *, store_path: str, key: str, port: int, embedding: str = "hashing") -> RouterConfig:
-    """The router config of the demo: one model per column of ``table``, all at ``upstream_url``.
+def demo_config(upstream_url: str, table: LoggedOutcomes, *, store_path: str, key: str, port: int = 8000, embedding: str = "hashing") -> str:
+    """The demo router's config (TOML): one model per column of ``table``, all served at ``upstream_url``.
 
-    ``embedding="hashing"`` embeds prompts by feature hashing (no model: the router starts in
-    seconds); ``"minilm"`` uses all-MiniLM-L6-v2, with its vectors cached on disk for the next run.
+    Each model's ``cost`` is its mean logged dollar cost per request. ``embedding="hashing"`` embeds
+    prompts by feature hashing (no model: the router starts in seconds); ``"minilm"`` uses
+    all-MiniLM-L6-v2, with its vectors cached on disk for the next run.
+
+    >>> text = demo_config("http://127.0.0.1:9001/v1", LoggedOutcomes.paretobandit(), store_path="router.db", key="KEY")
+    >>> print(text[: text.index("[[models]]", 200)])
+    [server]
+    host = "127.0.0.1"
+    port = 8000
+    cost_weight = 5.0
+    upstream_timeout_s = 30.0
+    <BLANKLINE>
+    [[models]]
+    name = "llama-3.1-8b-instruct"
+    base_url = "http://127.0.0.1:9001/v1"
+    model = "meta-llama/llama-3.1-8b-instruct"
+    cost = 2.893383208644e-05
+    <BLANKLINE>
     """
     if embedding == "hashing":
-        emb = {"kind": "hashing", "dim": 256}
+        emb = ['kind = "hashing"', "dim = 256"]
     elif embedding == "minilm":
         from ..embeddings import default_cache_dir
 
-        emb = {"kind": "sentence-transformers", "cache_dir": str(default_cache_dir().parent / "router-demo")}
+        emb = ['kind = "sentence-transformers"', f"cache_dir = {json.dumps(str(default_cache_dir().parent / 'router-demo'))}"]
     else:
         raise InvalidParameterError(f"The demo's embedding must be 'hashing' or 'minilm'. Got {embedding!r} instead.")
-    models = [
-        {"name": name, "base_url": upstream_url, "model": model_id, "cost": float(table.costs[:, g].mean())}
-        for g, (name, model_id) in enumerate(zip(table.names, table.model_ids))
-    ]
-    return load_router_config(
-        {
-            "server": {"host": "127.0.0.1", "port": port, "cost_weight": PRICE, "upstream_timeout_s": 30.0},
-            "models": models,
-            "policy": {"name": "RFF-UCB", "params": {"seed": 0}},
-            "embedding": emb,
-            "store": {"path": store_path, "synchronous": "normal"},
-            "auth": {"admin_keys": [key]},
-        }
-    )
+    lines = ["[server]", 'host = "127.0.0.1"', f"port = {port}", f"cost_weight = {PRICE!r}", "upstream_timeout_s = 30.0", ""]
+    for g, (name, model_id) in enumerate(zip(table.names, table.model_ids)):
+        cost = round(float(table.costs[:, g].mean()), 15)
+        lines += ["[[models]]", f"name = {json.dumps(name)}", f"base_url = {json.dumps(upstream_url)}", f"model = {json.dumps(model_id)}", f"cost = {cost!r}", ""]
+    lines += ["[policy]", 'name = "RFF-UCB"', "params = { seed = 0 }", "", "[embedding]", *emb, ""]
+    lines += ["[store]", f"path = {json.dumps(store_path)}", 'synchronous = "normal"', "", "[auth]", f"admin_keys = [{json.dumps(key)}]"]
+    return "\n".join(lines) + "\n"
 
 
 def _free_port() -> int:
@@ -285,7 +294,9 @@ def run_demo(*, port: int = 8000, requests: int = 1500, seconds: float = 60.0, e
     key = "demo-" + secrets.token_urlsafe(12)
     report_every = max(50, requests // 12)
     with tempfile.TemporaryDirectory(prefix="genbandit-demo-") as tmp, serve_in_thread(upstream_app(table)) as upstream_url:
-        config = demo_config(upstream_url + "/v1", table, store_path=str(Path(tmp) / "router.db"), key=key, port=port, embedding=embedding)
+        path = Path(tmp) / "router.toml"
+        path.write_text(demo_config(upstream_url + "/v1", table, store_path=str(Path(tmp) / "router.db"), key=key, port=port, embedding=embedding))
+        config = load_router_config(path)
         with serve_in_thread(create_app(config), port) as router_url:
             print(f"Upstream (the ParetoBandit log, {len(table.prompts):,} real prompts; models {', '.join(table.names)}): {upstream_url}/v1", file=out)
             print(f"Router: {router_url}/v1   dashboard: {router_url}/dashboard#key={key}   key: {key}", file=out)
