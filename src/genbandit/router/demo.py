@@ -139,7 +139,7 @@ def demo_config(upstream_url: str, table: LoggedOutcomes, *, store_path: str, ke
     all-MiniLM-L6-v2, with its vectors cached on disk for the next run.
 
     >>> text = demo_config("http://127.0.0.1:9001/v1", LoggedOutcomes.paretobandit(), store_path="router.db", key="KEY")
-    >>> print(text[: text.index("[[models]]", 200)])
+    >>> print(text[: text.index("[[models]]", 200)].strip())
     [server]
     host = "127.0.0.1"
     port = 8000
@@ -150,8 +150,7 @@ def demo_config(upstream_url: str, table: LoggedOutcomes, *, store_path: str, ke
     name = "llama-3.1-8b-instruct"
     base_url = "http://127.0.0.1:9001/v1"
     model = "meta-llama/llama-3.1-8b-instruct"
-    cost = 2.893383208644e-05
-    <BLANKLINE>
+    cost = 2.8933832086e-05
     """
     if embedding == "hashing":
         emb = ['kind = "hashing"', "dim = 256"]
