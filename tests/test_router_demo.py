@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 
+import httpx
 import openai
 import pytest
 
@@ -43,6 +44,9 @@ def test_the_upstream_answers_each_model_with_its_logged_outcome(table):
             client.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": prompts[0]}])
         with pytest.raises(openai.BadRequestError):
             client.chat.completions.create(model=model_ids[0], messages=[{"role": "assistant", "content": "no user message"}])
+        for body in ("[1, 2]", "{not json"):
+            refused = httpx.post(url + "/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+            assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request"
 
 
 def _progress(text: str, names: list[str]) -> list[dict]:

@@ -104,7 +104,9 @@ def upstream_app(table: LoggedOutcomes):
     async def chat(request: Request):
         try:
             body = json.loads(await request.body())
-            prompt = prompt_of(body.get("messages")) if isinstance(body, dict) else None
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+            prompt = prompt_of(body.get("messages"))
         except (ValueError, UnicodeDecodeError, RouterError) as exc:
             return _openai_error(400, f"Not a chat completion request: {exc}", "invalid_request")
         model = body.get("model")
