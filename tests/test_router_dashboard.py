@@ -17,6 +17,7 @@ from genbandit.router import create_app, load_router_config
 from genbandit.router.dashboard import reward_interval
 
 FB = {"x-api-key": "fb-key"}
+READ = {"x-api-key": "admin-key"}  # an admin key reads everywhere
 MODELS = ("small", "medium", "large")
 BATCHES = 5
 
@@ -99,7 +100,7 @@ def router_url(tmp_path_factory):
                     reward = {"small": 0.3, "medium": 0.6, "large": 0.9}[decision["model"]] + 0.1 * rng.random()
                     r = http.post("/v1/feedback", json={"decision_id": decision["decision_id"], "reward": round(reward, 3)}, headers=FB)
                     assert r.status_code == 200
-            assert http.get("/dashboard/data", headers=FB).status_code == 200
+            assert http.get("/dashboard/data", headers=READ).status_code == 200
         yield url
 
 
@@ -108,8 +109,8 @@ def test_dashboard_data_is_v1_stats_plus_history(router_url):
         for headers in ({}, {"x-api-key": "wrong"}):
             refused = http.get("/dashboard/data", headers=headers)
             assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
-        data = http.get("/dashboard/data", headers=FB).json()
-        stats = http.get("/v1/stats", headers=FB).json()
+        data = http.get("/dashboard/data", headers=READ).json()
+        stats = http.get("/v1/stats", headers=READ).json()
     assert data["stats"] == stats
     assert stats["decisions"] == BATCHES * 12 and stats["feedback"] == BATCHES * 10
     assert len(data["series"]) == BATCHES  # one point per batch; reading again without new traffic adds none
@@ -145,8 +146,8 @@ def test_page_and_assets_load_nothing_from_elsewhere(router_url):
 
 
 def test_chromium_shows_the_numbers_of_v1_stats_and_draws_the_charts(router_url, tmp_path):
-    html = chromium(f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", f"{router_url}/dashboard#key=fb-key")
-    stats = httpx.get(router_url + "/v1/stats", headers=FB, timeout=30).json()
+    html = chromium(f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", f"{router_url}/dashboard#key=admin-key")
+    stats = httpx.get(router_url + "/v1/stats", headers=READ, timeout=30).json()
     dom = Dom(html)
     assert dom.find(id="key-form")[0][1].get("hidden") is not None  # the key was taken from the address
 
@@ -181,7 +182,7 @@ def test_chromium_shows_the_numbers_of_v1_stats_and_draws_the_charts(router_url,
             assert abs(float(row[3][1]) - expected["reward"]) <= 5e-5
 
     # Each chart draws one line per model through the history's points (one per batch; the reward chart from a model's first feedback).
-    series = httpx.get(router_url + "/dashboard/data", headers=FB, timeout=30).json()["series"]
+    series = httpx.get(router_url + "/dashboard/data", headers=READ, timeout=30).json()["series"]
     for chart in ("chart-decisions", "chart-reward", "chart-spend"):
         lines = {a["data-model"]: (int(a["data-points"]), a["points"]) for _, a, _ in dom.find("polyline", within=chart)}
         assert set(lines) == {m["name"] for m in stats["models"] if m["feedback"] or chart != "chart-reward"}, chart
@@ -206,7 +207,7 @@ def test_chromium_screenshot_shows_the_series_colours(router_url, tmp_path):
 
     png = tmp_path / "dashboard.png"
     chromium(f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1000", "--virtual-time-budget=5000",
-             f"--screenshot={png}", f"{router_url}/dashboard#key=fb-key")
+             f"--screenshot={png}", f"{router_url}/dashboard#key=admin-key")
     pixels = (matplotlib.image.imread(png)[..., :3] * 255).round().astype(int)
     assert pixels.shape[:2] == (1000, 1280)
     for rgb in ((0x25, 0x63, 0xEB), (0xDC, 0x26, 0x26), (0x16, 0xA3, 0x4A)):  # the three models' colours
