@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -269,5 +270,112 @@ def main() -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------ overhead beside LiteLLM
+def overhead(argv: list[str]) -> int:
+    """``--overhead``: the latency a proxy adds to a chat completion, genbandit beside the LiteLLM proxy.
+
+    One local OpenAI-compatible upstream (``genbandit.router.demo.upstream_app``: answers each of the
+    ParetoBandit prompts at once from the logged table) in its own process; in front of it, in their own
+    processes, ``genbandit serve`` (the demo's config: three models at that upstream, feature-hashing
+    embedding, SQLite) and ``litellm --config`` (one model at that upstream, one worker, its master key).
+    The same chat completions go to the upstream directly, through genbandit (the model forced, and
+    routed with ``model="auto"``: embedding, policy and the decision written to SQLite) and through
+    LiteLLM, from 1, 4 and 16 concurrent clients, in one run; the targets take turns in rounds, and each
+    statistic is the median over the rounds. Added latency is a percentile through the proxy minus the
+    same percentile direct.
+    """
+    import httpx
+
+    from genbandit.router.demo import LoggedOutcomes, demo_config
+
+    parser = argparse.ArgumentParser(prog="router_bench.py --overhead", description=overhead.__doc__.splitlines()[0])
+    parser.add_argument("--overhead", action="store_true")
+    parser.add_argument("--requests", type=int, default=600, help="chat completions per target and concurrency, over all rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="the targets take turns this many times per concurrency")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="time bound of each measurement")
+    parser.add_argument("--litellm", default="litellm", help="the LiteLLM proxy's command (pip install 'litellm[proxy]')")
+    parser.add_argument("--out", type=Path, help="also write the results as JSON here")
+    args = parser.parse_args(argv)
+    litellm = shutil.which(args.litellm)
+    if litellm is None:
+        parser.error(f"no LiteLLM proxy command {args.litellm!r}: pip install 'litellm[proxy]' (or give its path with --litellm)")
+
+    table = LoggedOutcomes.paretobandit()
+    model, name = table.model_ids[1], table.names[1]
+    master_key = "sk-bench-" + os.urandom(16).hex()
+    python_path = os.pathsep.join(str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", str(ROOT / "src")).split(os.pathsep))
+    env = {**os.environ, "PYTHONPATH": python_path, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # the servers run in a temporary folder
+    upstream_code = ("import sys, uvicorn\nfrom genbandit.router.demo import LoggedOutcomes, upstream_app\n"
+                     "uvicorn.run(upstream_app(LoggedOutcomes.paretobandit()), host='127.0.0.1', port=int(sys.argv[1]), log_level='warning', access_log=False)")
+    ports = {k: free_port() for k in ("upstream", "genbandit", "litellm")}
+    urls = {k: f"http://127.0.0.1:{p}" for k, p in ports.items()}
+    load_before = os.getloadavg()
+    procs: list[subprocess.Popen] = []
+    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        config = Path(tmp) / "router.toml"
+        config.write_text(demo_config(urls["upstream"] + "/v1", table, store_path=str(Path(tmp) / "router.db"), key="bench-admin", port=ports["genbandit"]))
+        (Path(tmp) / "litellm.yaml").write_text(
+            f"model_list:\n  - model_name: {name}\n    litellm_params:\n      model: openai/{model}\n      api_base: {urls['upstream']}/v1\n"
+            f"      api_key: unused\nlitellm_settings:\n  telemetry: false\ngeneral_settings:\n  master_key: {master_key}\n")
+        commands = {
+            "upstream": [sys.executable, "-c", upstream_code, str(ports["upstream"])],
+            "genbandit": [sys.executable, "-m", "genbandit.cli", "serve", "--config", str(config), "--log-level", "warning"],
+            "litellm": [litellm, "--config", str(Path(tmp) / "litellm.yaml"), "--host", "127.0.0.1", "--port", str(ports["litellm"]), "--num_workers", "1"],
+        }
+        try:
+            for what, command in commands.items():
+                procs.append(subprocess.Popen(command, env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                deadline = time.monotonic() + 300
+                while True:
+                    if procs[-1].poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"{what} did not start: {' '.join(command)}")
+                    try:
+                        if httpx.get(urls[what] + ("/health/liveliness" if what == "litellm" else "/v1/models"), timeout=2).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        time.sleep(0.3)
+            targets = {
+                "direct to the upstream": (urls["upstream"], model, None),
+                "genbandit, model forced": (urls["genbandit"], name, None),
+                "genbandit, routed (model=auto)": (urls["genbandit"], "auto", None),
+                "LiteLLM proxy": (urls["litellm"], name, {"authorization": f"Bearer {master_key}"}),
+            }
+            for url, model_field, headers in targets.values():  # warm-up
+                bodies = [{"model": model_field, "messages": [{"role": "user", "content": p}]} for p in table.prompts[:50]]
+                drive(pool, url, bodies, "/v1/chat/completions", 4, 60, headers)
+            runs: dict = {}
+            per_round = args.requests // args.rounds
+            for c in args.concurrency:
+                for r in range(args.rounds):  # the targets take turns, in a rotated order, so that a change of load hits all alike
+                    for k in range(len(targets)):
+                        target = list(targets)[(k + r) % len(targets)]
+                        url, model_field, headers = targets[target]
+                        prompts_ = table.prompts[r * per_round : (r + 1) * per_round]
+                        bodies = [{"model": model_field, "messages": [{"role": "user", "content": p}]} for p in prompts_]
+                        stat, answers = drive(pool, url, bodies, "/v1/chat/completions", c, args.max_seconds / args.rounds, headers)
+                        assert all(a is None or a["genbandit_demo"] is not None for a in answers), f"{target} did not return the upstream's answer"
+                        runs.setdefault(str(c), {}).setdefault(target, []).append(stat)
+            # per target: the requests of all rounds, and the median over the rounds of each statistic
+            results = {c: {t: {"n": sum(s["n"] for s in ss), **{k: float(np.median([s[k] for s in ss])) for k in ("per_second", "p50_ms", "p99_ms")}}
+                           for t, ss in rows.items()} for c, rows in runs.items()}
+        finally:
+            for proc in reversed(procs):
+                proc.terminate()
+                proc.wait(30)
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load_before, "load_after": os.getloadavg(),
+               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "litellm": subprocess.run([litellm, "--version"], capture_output=True, text=True).stdout.strip()}
+    print(f"machine: {machine}")
+    print("\n| clients | path | requests | per second | p50 (ms) | p99 (ms) | added p50 (ms) | added p99 (ms) |\n|---|---|---|---|---|---|---|---|")
+    for c, rows in results.items():
+        direct = rows["direct to the upstream"]
+        for target, r in rows.items():
+            added = "" if r is direct else f" {r['p50_ms'] - direct['p50_ms']:+.2f} | {r['p99_ms'] - direct['p99_ms']:+.2f} |"
+            print(f"| {c} | {target} | {r['n']} | {r['per_second']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} |" + (added or " | |"))
+    if args.out:
+        args.out.write_text(json.dumps({"overhead": results, "rounds": runs, "machine": machine}, indent=2) + "\n")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(overhead(sys.argv[1:]) if "--overhead" in sys.argv else main())

@@ -106,7 +106,6 @@ def serve_in_thread(app, port: int | None = None, router_config=None):
 
     With ``router_config``, uvicorn runs as ``genbandit serve`` runs it (the ``[server]`` limits applied).
     """
-    import uvicorn
 
     from genbandit.router.app import server_config
 

@@ -10,7 +10,6 @@ pytest.importorskip("openai")
 pytest.importorskip("redis")
 pytest.importorskip("uvicorn")
 
-import os
 import sqlite3
 import threading
 import time

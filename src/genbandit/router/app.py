@@ -55,6 +55,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .config import AuthSpec, RouterConfig, ServerSpec
 from .errors import BadRequest, InvalidValue, PayloadTooLarge, RequestTimeout, RouterError, Unauthorized
+from .dashboard import dashboard_routes
 from .service import Router
 
 __all__ = ["create_app", "require_read_access", "server_config", "prompt_of"]
@@ -517,6 +518,7 @@ def create_app(config: RouterConfig, *, router: Router | None = None, **router_o
             schema.setdefault("components", {})["securitySchemes"] = {"apiKey": {"type": "http", "scheme": "bearer"}}
             return schema
 
+    app.include_router(dashboard_routes(require_read_access))
     return app
 
 
