@@ -21,7 +21,7 @@ log = logging.getLogger("genbandit")
 
 #: Parts that add their own subcommands (``genbandit specdec ...``, ``genbandit serve``): each module
 #: has ``register(subparsers)`` and imports its optional dependencies only when its command runs.
-SUBCOMMAND_MODULES = ("genbandit.specdec.cli", "genbandit.router.cli")
+SUBCOMMAND_MODULES = ("genbandit.specdec.cli", "genbandit.router.cli", "genbandit.experiments.evaluate")
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:

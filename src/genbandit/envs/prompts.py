@@ -1,10 +1,13 @@
 """Prompt streams for model selection: the PAK-UCB paper's synthetic setups and replays of real LLM outcomes.
 
 Every environment here is a table: ``N`` prompts with embeddings ``(N, d)`` and, for each prompt
-and model, ``S`` stored scores ``(N, G, S)`` (five responses per model in the synthetic setups,
-as in the paper's protocol; one logged outcome per model in the real replays). A round shows a
-prompt's embedding; the learner picks one model and sees one of that model's stored scores for
-that prompt, nothing else (bandit feedback).
+and model, up to ``S`` stored scores ``(N, G, S)`` (five responses per model in the synthetic
+setups, as in the paper's protocol; one logged outcome per model in the ParetoBandit replay; as
+many trials as a user's table holds per prompt, NaN-padded where a prompt has fewer). A round
+shows a prompt's embedding; the learner picks one model and sees one of that model's stored
+scores for that prompt, drawn uniformly among the prompt's trials, nothing else (bandit feedback).
+The per-prompt oracle, ``opr`` and the regret use each prompt's expected score (the mean over its
+trials).
 
 Truth reported in ``Step.info`` (summed over rounds by the simulator):
 
@@ -15,6 +18,12 @@ Truth reported in ``Step.info`` (summed over rounds by the simulator):
   ``reward - best_single_reward``, positive when prompt-aware selection beats every fixed model.
 - ``quality`` and ``cost`` (real replays): the chosen model's logged reward and dollar cost, so a
   cost-aware run (utility = reward - price x cost) can be read in both currencies.
+- ``best_single_regret``: the pseudo-regret the best single model would have on the same prompt;
+  ``headroom_captured`` is ``1 - regret / best_single_regret``, the share of the oracle's headroom
+  over the best single model that a policy captured.
+- per category (a :class:`PromptTable` with a ``category_column``): ``prompts[c]``,
+  ``reward[c]``, ``best_single_reward[c]`` and ``regret[c]``, summed over the rounds whose prompt
+  is in category ``c``.
 
 ``regret`` is the pseudo-regret against the prompt's best model, ``max_g mean_g(y) - mean_{g_t}(y)``
 (eq. 3). Embeddings come from :class:`genbandit.embeddings.SentenceEmbedder` (all-MiniLM-L6-v2,
@@ -27,6 +36,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
@@ -39,12 +49,15 @@ from ..core.optional import import_optional
 from ..core.registry import register_environment, register_metric
 from ..core.validation import Interval, InvalidParameterError, Options
 
+log = logging.getLogger("genbandit")
+
 __all__ = [
     "PromptReplay",
     "Setup4Synthetic",
     "ParetoBanditReplay",
     "PromptTable",
     "template_prompts",
+    "read_table",
     "load_paretobandit",
     "SETUP4",
 ]
@@ -156,7 +169,8 @@ class PromptReplay(Environment):
         self._contexts = contexts
         self._scores = scores
         self._extras = extras
-        self._means = scores.mean(axis=2)
+        self._n_resp = (~np.isnan(scores[:, 0, :])).sum(axis=1)  # stored trials per prompt (NaN pads the rest)
+        self._means = np.nanmean(scores, axis=2)
         self._best_single = int(self._means.mean(axis=0).argmax())
         n = contexts.shape[0]
         self._order = np.stack([self._rng.permutation(n) for _ in range(n_runs)]) if self.order == "shuffle" else None
@@ -183,7 +197,7 @@ class PromptReplay(Environment):
             self._idx = self._order[:, self._t % n]
         else:
             self._idx = self._rng.integers(n, size=n_runs)
-        self._resp = self._rng.integers(self._scores.shape[2], size=n_runs)
+        self._resp = self._rng.integers(self._n_resp[self._idx])
         self._drawn_for = self._t
 
     def _observe(self) -> np.ndarray:
@@ -204,9 +218,10 @@ class PromptReplay(Environment):
         info = {
             "optimal": (means[rows, actions] >= best - 1e-12).astype(float),
             "best_single_reward": self._scores[idx, self._best_single, resp],
+            "best_single_regret": best - means[:, self._best_single],
         }
         for key, table in self._extras.items():
-            info[key] = table[idx, actions]
+            info[key] = table[idx, actions, resp]
         return Step(feedback=reward, reward=reward, regret=best - means[rows, actions], info=info)
 
 
@@ -312,7 +327,7 @@ class Setup4Synthetic(PromptReplay):
 
 
 class _LoggedTable(PromptReplay):
-    """A replay of logged per-model outcomes: utility = reward - price x cost, one stored response."""
+    """A replay of logged per-model outcomes: utility = reward - price x cost, one or more stored trials per prompt."""
 
     _parameter_constraints = {
         "price": [Interval(Real, 0, None, "left")],
@@ -320,7 +335,7 @@ class _LoggedTable(PromptReplay):
     }
 
     def _load(self) -> tuple[list[str], np.ndarray, np.ndarray | None, list[str]]:
-        """(prompts, rewards (N, G), costs (N, G) or None, model names)."""
+        """(prompts, rewards (N, G, S), costs (N, G, S) or None, model names); NaN pads missing trials."""
         raise NotImplementedError
 
     @functools.cached_property
@@ -340,17 +355,26 @@ class _LoggedTable(PromptReplay):
         return list(self._data[3])
 
     @property
+    def prompts(self) -> list[str]:
+        """The distinct prompts, in table order (one row of :meth:`utilities` each)."""
+        return list(self._data[0])
+
+    @property
     def context_dim(self) -> int:
-        return 384
+        """The embedding model's dimension (384 for all-MiniLM-L6-v2), read from the embeddings themselves."""
+        return int(self.embeddings().shape[1])
 
     @property
     def max_horizon(self) -> int | None:
         return len(self._data[0]) if self.order == "shuffle" else None
 
-    def utilities(self) -> np.ndarray:
-        """reward - price x cost for every prompt and model, ``(N, G)``."""
+    def _trial_utilities(self) -> np.ndarray:
         _, rewards, costs, _ = self._data
         return rewards if costs is None or self.price == 0 else rewards - self.price * costs
+
+    def utilities(self) -> np.ndarray:
+        """Expected reward - price x cost of every prompt and model (the mean over its trials), ``(N, G)``."""
+        return np.nanmean(self._trial_utilities(), axis=2)
 
     def embeddings(self) -> np.ndarray:
         return embed_texts(self._data[0], self.embedding_model, self.cache_dir)
@@ -360,7 +384,7 @@ class _LoggedTable(PromptReplay):
         extras = {"quality": rewards}
         if costs is not None:
             extras["cost"] = costs
-        return self.embeddings(), self.utilities()[..., None], extras
+        return self.embeddings(), self._trial_utilities(), extras
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,7 +437,7 @@ class ParetoBanditReplay(_LoggedTable):
 
     def _load(self):
         texts, rewards, costs, models, _ = load_paretobandit(self.split)
-        return texts, rewards, costs, models
+        return texts, rewards[..., None], costs[..., None], models
 
     @classmethod
     def _check_examples(cls) -> list[Environment]:
@@ -423,33 +447,112 @@ class ParetoBanditReplay(_LoggedTable):
 # ---------------------------------------------------------------------------------------------
 # Bring your own table
 # ---------------------------------------------------------------------------------------------
+_TABLE_READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def read_table(path: str | Path):
+    """A CSV, Parquet or JSON-lines file as a DataFrame (the format is read from the suffix)."""
+    import pandas as pd
+
+    path = Path(path)
+    kind = _TABLE_READERS.get(path.suffix.lower())
+    if kind is None:
+        raise InvalidParameterError(f"{path}: a table must be .csv, .parquet (.pq) or .jsonl (.ndjson). Got {path.suffix or 'no suffix'!r} instead.")
+    if not path.is_file():
+        raise InvalidParameterError(f"No table file {str(path)!r}.")
+    if kind == "parquet":
+        return pd.read_parquet(path)
+    return pd.read_json(path, lines=True) if kind == "jsonl" else pd.read_csv(path)
+
+
+def _numeric_block(frame, columns: list[str], what: str, path: Path) -> np.ndarray:
+    """``frame[columns]`` as floats, or a clear error naming the first non-numeric or missing value."""
+    import pandas as pd
+
+    out = np.empty((len(frame), len(columns)))
+    for j, col in enumerate(columns):
+        values = pd.to_numeric(frame[col], errors="coerce")
+        bad = np.flatnonzero(values.isna().to_numpy() & frame[col].notna().to_numpy())
+        if bad.size:
+            raise InvalidParameterError(
+                f"{path}: {what} column {col!r} must be numeric; row {int(bad[0])} holds {frame[col].iloc[bad[0]]!r} ({bad.size} such row(s))."
+            )
+        arr = values.to_numpy(dtype=float)
+        missing = np.flatnonzero(~np.isfinite(arr))
+        if missing.size:
+            raise InvalidParameterError(
+                f"{path}: {what} column {col!r} has {missing.size} missing or infinite value(s) (first at row {int(missing[0])}); "
+                "drop those rows or fill them in."
+            )
+        out[:, j] = arr
+    return out
+
+
+def _infer_score_columns(frame, exclude: set[str], path: Path) -> list[str]:
+    """The rule when ``score_columns`` is omitted: every numeric column not named elsewhere, refusing index-like ones.
+
+    A column of integers other than 0 and 1 (a trial index, a seed, an id) is not taken for a
+    model's scores: the table must then name its score columns.
+    """
+    import pandas as pd
+
+    numeric = [c for c in frame.columns if c not in exclude and pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
+    index_like = []
+    for c in numeric:
+        values = frame[c].dropna().to_numpy(dtype=float)
+        if values.size and np.all(values == np.round(values)) and np.unique(values).size > 2:
+            index_like.append(c)
+    if index_like:
+        raise InvalidParameterError(
+            f"{path}: the column(s) {index_like} hold integers other than 0/1 (a trial index, an id?), so the score columns "
+            f"cannot be inferred. Name them: score_columns = {[c for c in numeric if c not in index_like] or ['model_a', 'model_b']}."
+        )
+    log.info("PromptTable %s: scores from the numeric columns %s (set score_columns to choose).", path, numeric)
+    return numeric
+
+
 @register_environment("prompt-table")
 class PromptTable(_LoggedTable):
-    """Your own prompts and per-model scores (CSV or Parquet) as a replay, embedded like the real stream.
+    """Your own prompts and per-model scores (CSV, Parquet or JSON lines) as a replay, embedded like the real stream.
 
-    One row per prompt: a text column and one score column per model (and, optionally, one cost
-    column per model, in the same order). ``score_columns=None`` takes every numeric column that is
-    not a cost column. Utility is ``score - price x cost``.
+    One row per prompt *and trial*: a text column and one score column per model (and, optionally,
+    one cost column per model, in the same order, and a category column). A prompt that appears on
+    several rows has several stored outcomes per model (for example ten sampled answers, each
+    passed or failed): a round on that prompt draws one of its rows, and the per-prompt oracle,
+    ``opr`` and the regret use the prompt's mean score. Every model needs a value on every row.
+
+    ``score_columns=None`` takes every numeric column that is not the cost or category column,
+    and refuses (asking for ``score_columns``) when one of them holds integers other than 0/1, such
+    as a trial index. Utility is ``score - price x cost``. ``embedding_model`` is any model
+    :class:`genbandit.embeddings.SentenceEmbedder` loads; ``context_dim`` is its dimension.
 
     >>> import tempfile, pandas as pd
     >>> from genbandit.envs.prompts import PromptTable
     >>> path = tempfile.mkdtemp() + "/scores.csv"
-    >>> pd.DataFrame({"prompt": ["sort a list in Python", "capital of Peru?"], "small": [0.9, 0.2], "large": [0.8, 0.9]}).to_csv(path, index=False)
-    >>> env = PromptTable(path=path, cache_dir=tempfile.mkdtemp())
-    >>> env.models, env.utilities().tolist()
-    (['small', 'large'], [[0.9, 0.8], [0.2, 0.9]])
+    >>> pd.DataFrame({"prompt": ["sort a list in Python", "capital of Peru?", "capital of Peru?"], "trial": [0, 0, 1],
+    ...               "small": [0.9, 0.2, 0.4], "large": [0.8, 0.9, 1.0]}).to_csv(path, index=False)
+    >>> env = PromptTable(path=path, score_columns=["small", "large"], cache_dir=tempfile.mkdtemp())
+    >>> env.models, env.prompts, env.utilities().round(2).tolist(), env.context_dim
+    (['small', 'large'], ['sort a list in Python', 'capital of Peru?'], [[0.9, 0.8], [0.3, 0.95]], 384)
     """
 
     name = "prompt-table"
-    _parameter_constraints = {"path": [str, Path], "prompt_column": [str], "score_columns": [None, list], "cost_columns": [None, list]}
+    _parameter_constraints = {
+        "path": [str, Path],
+        "prompt_column": [str],
+        "score_columns": [None, list],
+        "cost_columns": [None, list],
+        "category_column": [None, str],
+    }
 
     def __init__(self, path: str, prompt_column: str = "prompt", score_columns: list[str] | None = None, cost_columns: list[str] | None = None,
-                 price: float = 0.0, order: str = "shuffle", limit: int | None = None, embedding_model: str = "all-MiniLM-L6-v2",
-                 cache_dir: str | None = None, seed=None) -> None:
+                 category_column: str | None = None, price: float = 0.0, order: str = "shuffle", limit: int | None = None,
+                 embedding_model: str = "all-MiniLM-L6-v2", cache_dir: str | None = None, seed=None) -> None:
         self.path = path
         self.prompt_column = prompt_column
         self.score_columns = score_columns
         self.cost_columns = cost_columns
+        self.category_column = category_column
         self.price = price
         self.order = order
         self.limit = limit
@@ -457,28 +560,78 @@ class PromptTable(_LoggedTable):
         self.cache_dir = cache_dir
         self.seed = seed
 
+    @functools.cached_property
+    def _frame(self):
+        path = Path(self.path)
+        frame = read_table(path)
+        named = [self.prompt_column, *(self.score_columns or []), *(self.cost_columns or []), *([self.category_column] if self.category_column else [])]
+        missing = [c for c in named if c not in frame]
+        if missing:
+            raise InvalidParameterError(f"{path} has no column(s) {missing}; its columns: {list(frame.columns)}.")
+        if frame[self.prompt_column].isna().any():
+            raise InvalidParameterError(f"{path}: the prompt column {self.prompt_column!r} has empty rows (first at row {int(np.flatnonzero(frame[self.prompt_column].isna())[0])}).")
+        if len(frame) == 0:
+            raise InvalidParameterError(f"{path} has no rows.")
+        frame = frame.reset_index(drop=True)
+        frame[self.prompt_column] = frame[self.prompt_column].astype(str)
+        return frame
+
     def _load(self):
         import pandas as pd
 
-        path = Path(self.path)
-        frame = pd.read_parquet(path) if path.suffix in (".parquet", ".pq") else pd.read_csv(path)
-        if self.prompt_column not in frame:
-            raise InvalidParameterError(f"{path} has no prompt column {self.prompt_column!r}; columns: {list(frame.columns)}.")
+        path, frame = Path(self.path), self._frame
         costs_cols = list(self.cost_columns or [])
-        scores_cols = list(self.score_columns) if self.score_columns else [
-            c for c in frame.columns if c != self.prompt_column and c not in costs_cols and pd.api.types.is_numeric_dtype(frame[c])
-        ]
-        missing = [c for c in scores_cols + costs_cols if c not in frame]
-        if missing or len(scores_cols) < 2 or (costs_cols and len(costs_cols) != len(scores_cols)):
+        exclude = {self.prompt_column, *costs_cols, *([self.category_column] if self.category_column else [])}
+        scores_cols = list(self.score_columns) if self.score_columns else _infer_score_columns(frame, exclude, path)
+        if len(scores_cols) < 2 or (costs_cols and len(costs_cols) != len(scores_cols)):
             raise InvalidParameterError(
-                f"PromptTable needs at least two score columns present in {path} and, if given, one cost column per score column. "
-                f"Got scores {scores_cols}, costs {costs_cols} (missing: {missing}) instead."
+                f"PromptTable needs at least two score columns in {path} and, if given, one cost column per score column. "
+                f"Got scores {scores_cols}, costs {costs_cols} instead."
             )
-        rewards = frame[scores_cols].to_numpy(dtype=float)
-        costs = frame[costs_cols].to_numpy(dtype=float) if costs_cols else None
-        if not np.all(np.isfinite(rewards)) or (costs is not None and not np.all(np.isfinite(costs))):
-            raise InvalidParameterError(f"{path}: scores and costs must be finite numbers.")
-        return frame[self.prompt_column].astype(str).tolist(), rewards, costs, scores_cols
+        codes, texts = pd.factorize(frame[self.prompt_column], sort=False)
+        trial = frame.groupby(codes).cumcount().to_numpy()
+        shape = (len(texts), len(scores_cols), int(trial.max()) + 1)
+
+        def stack(block: np.ndarray) -> np.ndarray:
+            out = np.full(shape, np.nan)
+            out[codes, :, trial] = block
+            return out
+
+        rewards = stack(_numeric_block(frame, scores_cols, "score", path))
+        costs = stack(_numeric_block(frame, costs_cols, "cost", path)) if costs_cols else None
+        return [str(t) for t in texts], rewards, costs, scores_cols
+
+    def categories(self) -> tuple[np.ndarray, list[str]] | None:
+        """(category index per prompt ``(N,)``, category names), or ``None`` without a ``category_column``.
+
+        A prompt's category is the one on its first row.
+        """
+        if self.category_column is None:
+            return None
+        import pandas as pd
+
+        frame = self._frame
+        first = frame.drop_duplicates(self.prompt_column)[self.category_column].astype(str)
+        labels, names = pd.factorize(first, sort=True)
+        N = len(self._data[0])
+        return labels[:N].astype(np.int64), [str(n) for n in names]
+
+    def _init_state(self, n_runs: int) -> None:
+        super()._init_state(n_runs)
+        self._labels = self.categories()
+
+    def _step(self, actions: np.ndarray) -> Step:
+        step = super()._step(actions)
+        if self._labels is not None:
+            labels, names = self._labels
+            of = labels[self._idx]
+            for c, name in enumerate(names):
+                mask = (of == c).astype(float)
+                step.info[f"prompts[{name}]"] = mask
+                step.info[f"reward[{name}]"] = mask * step.reward
+                step.info[f"best_single_reward[{name}]"] = mask * step.info["best_single_reward"]
+                step.info[f"regret[{name}]"] = mask * step.regret
+        return step
 
     @classmethod
     def _check_examples(cls) -> list[Environment]:
@@ -488,10 +641,11 @@ class PromptTable(_LoggedTable):
 
         texts, labels = template_prompts(("code", "math"), per_category=6)
         frame = pd.DataFrame({"prompt": texts, "coder": np.where(labels == 0, 0.9, 0.3), "solver": np.where(labels == 0, 0.4, 0.8),
-                              "coder_cost": 0.001, "solver_cost": 0.01})
+                              "coder_cost": 0.001, "solver_cost": 0.01, "kind": np.where(labels == 0, "code", "math")})
         path = Path(tempfile.mkdtemp(prefix="genbandit-")) / "scores.parquet"
         frame.to_parquet(path, index=False)
-        return [cls(path=str(path), cost_columns=["coder_cost", "solver_cost"], price=2.0, order="iid", seed=0)]
+        return [cls(path=str(path), score_columns=["coder", "solver"], cost_columns=["coder_cost", "solver_cost"], category_column="kind",
+                    price=2.0, order="iid", seed=0)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,3 +669,10 @@ def _mean_quality(result, env, policy):
 @register_metric("mean_cost", "average dollar cost per decision")
 def _mean_cost(result, env, policy):
     return _total(result, "cost", "mean_cost") / result.horizon
+
+
+@register_metric("headroom_captured", "share of the per-prompt oracle's gain over the best single model that a policy captured (1 - regret / best single's regret)")
+def _headroom_captured(result, env, policy):
+    room = _total(result, "best_single_regret", "headroom_captured")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(room > 0, 1.0 - result.final_regret / np.where(room > 0, room, 1.0), np.nan)

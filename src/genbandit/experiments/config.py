@@ -57,7 +57,7 @@ from typing import Any
 from ..core.registry import ENVIRONMENTS, METRICS, POLICIES, REPRODUCTIONS
 from ..core.validation import InvalidParameterError
 
-__all__ = ["ExperimentConfig", "ScenarioSpec", "PolicySpec", "PaperValue", "load_config", "check_names", "CONFIG_DIR", "builtin_configs"]
+__all__ = ["ExperimentConfig", "ScenarioSpec", "PolicySpec", "PaperValue", "load_config", "check_names", "read_toml", "CONFIG_DIR", "builtin_configs"]
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
@@ -157,11 +157,7 @@ def load_config(source: str | Path | dict, *, quick: bool = False, check: bool =
             if str(source) not in REPRODUCTIONS:
                 raise InvalidParameterError(f"No config file {str(source)!r}. {REPRODUCTIONS.unknown(str(source))}")
             path = REPRODUCTIONS.get(str(source))
-        try:
-            raw = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise InvalidParameterError(f"Config {path} is not valid TOML: {exc}") from exc
-        where = str(path)
+        raw, where = read_toml(path, "Config"), str(path)
     config = _parse(raw, where, quick)
     if check:
         check_names(config, where)
@@ -233,6 +229,14 @@ def check_names(config: ExperimentConfig, where: str = "config") -> None:
     for value in config.paper:
         if value.scenario not in scenarios or value.policy not in labels:
             _fail(f"{where}: paper", f"{value.scenario!r} / {value.policy!r} is not a configured scenario / policy label.")
+
+
+def read_toml(path: Path, what: str) -> dict:
+    """The TOML file at ``path`` as a dict, or an error that names ``what`` it was meant to be."""
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidParameterError(f"{what} {path} is not valid TOML: {exc}") from exc
 
 
 def _parse(raw: dict, where: str, quick: bool) -> ExperimentConfig:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core.simulator import simulate
 from .metrics import compute_metric
+from .offpolicy import ridge_fit_predict
 from .report import ReportContext
 from .units import Unit, UnitResult, build_environment, build_policy
 
@@ -56,27 +57,34 @@ def runtime_unit(unit: Unit, progress: bool = False) -> UnitResult:
 # ---------------------------------------------------------------------------------------------
 # Headroom: how much could any router gain over the best single model on a logged stream?
 # ---------------------------------------------------------------------------------------------
-def headroom(X: np.ndarray, U: np.ndarray, n_folds: int = 5, alphas: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0), seed: int = 0) -> dict:
+def headroom(X: np.ndarray, U: np.ndarray, n_folds: int = 5, alphas: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0), seed: int = 0,
+             groups: np.ndarray | None = None) -> dict:
     """Mean utility of the best single model, of full-information routing by cross-validated ridge
     regression on the embeddings (each fold routed by per-model ridge fits on the other folds, the
     ridge penalty picked on the training folds), and of the per-prompt oracle.
 
-    ``X`` ``(N, d)`` embeddings, ``U`` ``(N, G)`` utilities.
+    ``X`` ``(N, d)`` embeddings, ``U`` ``(N, G)`` utilities, ``groups`` ``(N,)`` a prompt id per
+    row: rows of one prompt (the same text, or trials of it) always fall in the same fold, so no
+    fold is routed by a fit that saw its own prompts. By default every row is its own group.
     """
     rng = np.random.default_rng(seed)
     N, G = U.shape
-    folds = np.array_split(rng.permutation(N), n_folds)
-    Xb = np.hstack([X, np.ones((N, 1))])
+    ids = np.arange(N) if groups is None else np.unique(np.asarray(groups), return_inverse=True)[1]
+    members = np.split(np.argsort(ids, kind="stable"), np.cumsum(np.bincount(ids))[:-1])  # rows of each group
+
+    def rows(group_ids: np.ndarray) -> np.ndarray:
+        return np.concatenate([members[g] for g in group_ids])
+
+    group_folds = np.array_split(rng.permutation(len(members)), n_folds)
+    folds = [rows(g) for g in group_folds]
 
     def fit_predict(train: np.ndarray, test: np.ndarray, alpha: float) -> np.ndarray:
-        A = Xb[train].T @ Xb[train] + alpha * np.eye(Xb.shape[1])
-        W = np.linalg.solve(A, Xb[train].T @ U[train])
-        return Xb[test] @ W
+        return ridge_fit_predict(X[train], U[train], X[test], alpha)
 
     chosen = np.empty(N, dtype=np.int64)
     for k, test in enumerate(folds):
         train = np.concatenate([f for j, f in enumerate(folds) if j != k])
-        inner = np.array_split(train, 4)
+        inner = [rows(g) for g in np.array_split(np.concatenate([f for j, f in enumerate(group_folds) if j != k]), 4)]
         scores = []
         for alpha in alphas:  # pick alpha by routed utility on inner folds
             got = 0.0
@@ -178,7 +186,7 @@ def _headroom(ctx: ReportContext) -> dict:
         if scenario.environment not in ("paretobandit-replay", "paretobandit", "prompt-table"):
             continue
         env = _build(scenario, scenario.horizons[-1])
-        room = headroom(env.embeddings(), env.utilities())
+        room = headroom(env.embeddings(), env.utilities(), groups=np.asarray(env.prompts))
         found[scenario.name] = room
         gap = room["cv_ridge_routing"] - room["best_single"]
         lines += [

