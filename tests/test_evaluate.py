@@ -97,6 +97,12 @@ def test_best_single_plays_the_tables_best_model_in_a_plain_scenario(humaneval, 
     assert otb["mean"] == 0.0  # the best single model scored against itself; with arm 0 this was -0.1
 
 
+def test_best_single_knows_the_best_arm_of_any_environment_with_means():
+    from genbandit.envs import BernoulliArms
+
+    assert build_policy(PolicySpec("best-single", "best-single"), BernoulliArms(means=[0.2, 0.7, 0.5]), 10).arm == 1
+
+
 def test_an_index_column_is_not_taken_for_a_model(humaneval, cache, tmp_path):
     with pytest.raises(InvalidParameterError, match=r"\['trial'\].*score_columns"):
         PromptTable(path=str(humaneval), cache_dir=cache).n_arms
