@@ -15,13 +15,14 @@ from .core.optional import MissingExtraError, extra_for
 from .core.registry import ENVIRONMENTS, METRICS, POLICIES, REPRODUCTIONS
 from .core.validation import GenbanditError
 from .experiments.config import load_config
+from .experiments.evaluate import DEFAULT_CANDIDATES
 from .experiments.runner import available_backends, run_experiment
 
 log = logging.getLogger("genbandit")
 
 #: Parts that add their own subcommands (``genbandit specdec ...``, ``genbandit serve``): each module
 #: has ``register(subparsers)`` and imports its optional dependencies only when its command runs.
-SUBCOMMAND_MODULES = ("genbandit.specdec.cli", "genbandit.router.cli", "genbandit.experiments.evaluate")
+SUBCOMMAND_MODULES = ("genbandit.specdec.cli", "genbandit.router.cli")
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +48,49 @@ def _run(config_source: str, args: argparse.Namespace, command: str) -> int:
     return 0
 
 
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="compare routing policies offline on your own table of model scores, or on a router's decision log")
+    p.add_argument("table", nargs="?", help="full-information table: CSV, Parquet or JSONL, one row per prompt (and trial), one score column per model")
+    p.add_argument("--log", help="decision log: JSONL in the documented format, or the router's SQLite store")
+    p.add_argument("--policies", nargs="+", default=list(DEFAULT_CANDIDATES),
+                   help="candidates: registered names (label=name to rename), experiment configs with [[policies]], or router configs "
+                        f"(default: {' '.join(DEFAULT_CANDIDATES)})")
+    p.add_argument("--orders", type=int, default=5, help="random orders of the prompts to replay (default 5)")
+    p.add_argument("--horizon", type=int, help="requests per replay (default: every prompt once)")
+    p.add_argument("--price", type=float, default=0.0, help="utility = score - price x cost (default 0: quality only)")
+    p.add_argument("--prompt-column", default="prompt")
+    p.add_argument("--score-columns", nargs="+", help="one per model (default: inferred, see docs/evaluate.md)")
+    p.add_argument("--cost-columns", nargs="+", help="one per model, in the order of the score columns")
+    p.add_argument("--category-column", help="a column of prompt categories, for a breakdown")
+    p.add_argument("--models", nargs="+", help="the models of the decision log, in arm order (names a router store's arms)")
+    p.add_argument("--embedding-model", default="all-MiniLM-L6-v2")
+    p.add_argument("--draws", type=int, default=256, help="Monte Carlo draws for the probabilities of policies that do not expose them")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path("results") / "evaluate")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _evaluate(args: argparse.Namespace, command: str) -> int:
+    from .experiments.evaluate import evaluate, parse_candidates
+
+    if args.orders < 1:
+        raise GenbanditError(f"--orders must be a positive int. Got {args.orders} instead.")
+    outcome = evaluate(
+        parse_candidates(args.policies), args.out, progress=not args.no_progress, command=command, table=args.table, log=args.log,
+        n_orders=args.orders, seed=args.seed, price=args.price, prompt_column=args.prompt_column, score_columns=args.score_columns,
+        cost_columns=args.cost_columns, category_column=args.category_column, models=args.models, embedding_model=args.embedding_model,
+        n_draws=args.draws, horizon=args.horizon,
+    )
+    print(f"evaluate: wrote {args.out}/report.md, summary.json, results.parquet and figures/")
+    chosen = next((r["policy"] for r in outcome["summary"] if r["scenario"] == "recommendation"), None)
+    if chosen is not None:
+        print(f"evaluate: recommended policy: {chosen}")
+    if outcome["failed"]:
+        print(f"evaluate: {len(outcome['failed'])} candidate(s) failed; see the report's 'Failed units'.", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="genbandit", description="Bandit algorithms for choosing among generative models, online.")
@@ -62,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("name", help="which reproduction (or 'all')")
     _add_run_options(rep)
 
+    _add_evaluate(sub)
     sub.add_parser("list", help="list policies, environments (with their parameters), metrics, reproductions and backends")
     for module in SUBCOMMAND_MODULES:
         try:
@@ -83,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.handler(args) or 0)
         if args.command == "run":
             return _run(args.config, args, command)
+        if args.command == "evaluate":
+            return _evaluate(args, command)
         if args.name == "all":
             if args.out:
                 parser.error("--out names one folder; 'reproduce all' writes results/NAME for each reproduction")

@@ -34,7 +34,6 @@ a rule that does not learn (always one model, a fixed router) this is its ordina
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import math
@@ -57,8 +56,8 @@ from .units import Unit, UnitResult, build_policy, simulate_unit, unit_result
 if TYPE_CHECKING:
     from .report import ReportContext
 
-__all__ = ["DecisionLog", "read_decision_log", "offpolicy_targets", "build_config", "evaluate", "parse_candidates", "register", "report",
-           "DEFAULT_CANDIDATES"]
+__all__ = ["DecisionLog", "read_decision_log", "offpolicy_targets", "offpolicy_unit", "evaluate_unit", "build_config", "evaluate",
+           "parse_candidates", "report", "DEFAULT_CANDIDATES"]
 
 #: What ``genbandit evaluate`` compares when no candidates are named.
 DEFAULT_CANDIDATES = ("best-single", "RFF-UCB", "LinUCB", "greedy", "random")
@@ -306,6 +305,10 @@ def evaluate_unit(unit: Unit, progress: bool = False) -> UnitResult:
             "mean_regret": (t[f"regret[{name}]"] / n).tolist(),
         }
     return out
+
+
+evaluate_unit.params = ()  # the scenario's params are all the table's: the config check holds them to PromptTable's
+offpolicy_unit.metrics = tuple(ESTIMATORS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -567,54 +570,3 @@ def report(ctx: ReportContext) -> None:
     """Report hook of ``genbandit evaluate``: the replay table, categories, recommendation, off-policy estimates."""
     _replay_section(ctx)
     _log_section(ctx)
-
-
-# ---------------------------------------------------------------------------------------------
-# The command
-# ---------------------------------------------------------------------------------------------
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``genbandit evaluate`` to the command line."""
-    p = sub.add_parser("evaluate", help="compare routing policies offline on your own table of model scores, or on a router's decision log")
-    p.add_argument("table", nargs="?", help="full-information table: CSV, Parquet or JSONL, one row per prompt (and trial), one score column per model")
-    p.add_argument("--log", help="decision log: JSONL in the documented format, or the router's SQLite store")
-    p.add_argument("--policies", nargs="+", default=list(DEFAULT_CANDIDATES),
-                   help="candidates: registered names (label=name to rename), experiment configs with [[policies]], or router configs "
-                        f"(default: {' '.join(DEFAULT_CANDIDATES)})")
-    p.add_argument("--orders", type=int, default=5, help="random orders of the prompts to replay (default 5)")
-    p.add_argument("--horizon", type=int, help="requests per replay (default: every prompt once)")
-    p.add_argument("--price", type=float, default=0.0, help="utility = score - price x cost (default 0: quality only)")
-    p.add_argument("--prompt-column", default="prompt")
-    p.add_argument("--score-columns", nargs="+", help="one per model (default: inferred, see docs/evaluate.md)")
-    p.add_argument("--cost-columns", nargs="+", help="one per model, in the order of the score columns")
-    p.add_argument("--category-column", help="a column of prompt categories, for a breakdown")
-    p.add_argument("--models", nargs="+", help="the models of the decision log, in arm order (names a router store's arms)")
-    p.add_argument("--embedding-model", default="all-MiniLM-L6-v2")
-    p.add_argument("--draws", type=int, default=256, help="Monte Carlo draws for the probabilities of policies that do not expose them")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("results") / "evaluate")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(handler=_main)
-
-
-def _main(args: argparse.Namespace) -> int:
-    import shlex
-    import sys
-
-    if args.orders < 1:
-        raise InvalidParameterError(f"--orders must be a positive int. Got {args.orders} instead.")
-    candidates = parse_candidates(args.policies)
-    outcome = evaluate(
-        candidates, args.out, progress=not args.no_progress, command="genbandit " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-        table=args.table, log=args.log, n_orders=args.orders, seed=args.seed, price=args.price, prompt_column=args.prompt_column,
-        score_columns=args.score_columns, cost_columns=args.cost_columns, category_column=args.category_column, models=args.models,
-        embedding_model=args.embedding_model, n_draws=args.draws, horizon=args.horizon,
-    )
-    print(f"evaluate: wrote {args.out}/report.md, summary.json, results.parquet and figures/")
-    rec = next((r for r in outcome["summary"] if r["scenario"] == "recommendation"), None)
-    if rec is not None:
-        print(f"evaluate: recommended policy: {rec['policy']}")
-    if outcome["failed"]:
-        print(f"evaluate: {len(outcome['failed'])} candidate(s) failed; see the report's 'Failed units'.", file=sys.stderr)
-        return 1
-    return 0
-
