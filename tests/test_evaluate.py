@@ -249,3 +249,98 @@ def test_candidates_come_from_names_experiment_configs_and_router_configs(tmp_pa
     (tmp_path / "bad.toml").write_text("[[policies]\n")
     with pytest.raises(InvalidParameterError, match="not valid TOML"):
         parse_candidates([str(tmp_path / "bad.toml")])
+
+
+# ---------------------------------------------------------------------------------------------
+# The router records propensities; evaluate reads its store
+# ---------------------------------------------------------------------------------------------
+from genbandit.core.base import Policy  # noqa: E402
+from genbandit.core.validation import Interval  # noqa: E402
+
+
+class SoftmaxMeans(Policy):
+    """A randomised router policy for these tests: softmax over each model's running mean (the context is taken, not used)."""
+
+    name = "softmax-means (test)"
+    contextual = True
+    _parameter_constraints = {"n_features": [Interval(int, 1, None, "left")], "temperature": [Interval(float, 0, None, "neither")]}
+
+    def __init__(self, n_arms: int, n_features: int, temperature: float = 0.25, seed=None) -> None:
+        self.n_arms = n_arms
+        self.n_features = n_features
+        self.temperature = temperature
+        self.seed = seed
+
+    def _init_state(self, n_runs: int) -> None:
+        self._sums = np.zeros((n_runs, self.n_arms))
+        self._counts = np.zeros((n_runs, self.n_arms))
+
+    def _probabilities(self, contexts):
+        z = self._sums / np.maximum(self._counts, 1.0) / self.temperature
+        w = np.exp(z - z.max(axis=1, keepdims=True))
+        return w / w.sum(axis=1, keepdims=True)
+
+    def _select(self, contexts):
+        from genbandit.policies._stats import sample_rows
+
+        return sample_rows(self._probabilities(contexts), self._rng)
+
+    def _update(self, actions, feedback, contexts):
+        rows = np.arange(actions.size)
+        self._sums[rows, actions] += feedback
+        self._counts[rows, actions] += 1.0
+
+
+def test_the_router_records_propensities_and_evaluate_reads_its_store(tmp_path):
+    pytest.importorskip("fastapi")
+    from router_helpers import write_config
+
+    from genbandit.experiments.evaluate import read_decision_log
+    from genbandit.experiments.offpolicy import ips, snips
+    from genbandit.router import Router, load_router_config
+
+    models = [{"name": "small", "base_url": "http://127.0.0.1:9/v1"}, {"name": "large", "base_url": "http://127.0.0.1:9/v1"}]
+    config = load_router_config(write_config(tmp_path / "router.toml", models=models, policy="test_evaluate:SoftmaxMeans", params={"seed": 0},
+                                             embedding={"kind": "none", "dim": 3}, store={"path": str(tmp_path / "state.db")}))
+    router = Router(config)
+    rng = np.random.default_rng(0)
+    rates = {"small": 0.4, "large": 0.8}
+    recorded = {}
+    for _ in range(400):
+        x = rng.random(3) + 0.1
+        exact = router.policy.probabilities(x / np.linalg.norm(x))
+        d = router.route(embedding=x.tolist())
+        name = router.model_name(d.arm)
+        assert d.propensity == pytest.approx(exact[["small", "large"].index(name)])  # exact: the policy exposes probabilities()
+        recorded[d.id] = d.propensity
+        router.feedback(d.id, float(rng.random() < rates[name]))
+    forced = router.route(embedding=[1.0, 0.0, 0.0], model="small")
+    assert forced.propensity is None and router.store.get_decision(forced.id).propensity is None
+    router.close()
+
+    log = read_decision_log(tmp_path / "state.db")  # the store names its models
+    assert sorted(log.models) == ["large", "small"] and log.actions.size == 400 and log.skipped_no_reward == 1
+    assert np.allclose(log.propensities, [recorded[i] for i in log.ids])
+    for name, rate in rates.items():
+        target = np.zeros((400, 2))
+        target[:, log.models.index(name)] = 1.0
+        for est in (ips(log.rewards, log.actions, log.propensities, target), snips(log.rewards, log.actions, log.propensities, target)):
+            assert abs(est.value - rate) <= 2 * est.stderr, (name, est)
+
+
+def test_the_router_estimates_the_propensity_of_a_policy_without_probabilities(tmp_path):
+    pytest.importorskip("fastapi")
+    from router_helpers import write_config
+
+    from genbandit.router import Router, load_router_config
+
+    models = [{"name": "small", "base_url": "http://127.0.0.1:9/v1"}, {"name": "large", "base_url": "http://127.0.0.1:9/v1"}]
+    config = load_router_config(write_config(tmp_path / "router.toml", models=models, params={"seed": 0}, embedding={"kind": "none", "dim": 2},
+                                             store={"path": str(tmp_path / "state.db")}, server={"propensity_draws": 400}))
+    router = Router(config)  # disjoint LinUCB: unplayed models first, ties broken at random, then deterministic
+    first = router.route(embedding=[1.0, 0.0])
+    assert 0.4 < first.propensity < 0.6  # two unplayed models, one chosen at random: 1/2, estimated from 400 draws
+    router.feedback(first.id, 1.0)
+    second = router.route(embedding=[1.0, 0.0])
+    assert second.propensity == 1.0 and second.arm != first.arm  # the one unplayed model, deterministically
+    router.close()

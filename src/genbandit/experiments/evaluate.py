@@ -123,25 +123,24 @@ def _jsonl_rows(path: Path) -> list[dict]:
 
 
 def _sqlite_rows(path: Path, models: list[str] | None) -> list[dict]:
+    """The router store's decisions, oldest first; a model is named by the store's ``models`` table, else by ``models[arm]``."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(decisions)")}
-        if not columns:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "decisions" not in tables:
             raise InvalidParameterError(f"{path} is not a router store: it has no 'decisions' table.")
-        has_p = "propensity" in columns
+        has_p = "propensity" in {r[1] for r in conn.execute("PRAGMA table_info(decisions)")}
+        names = dict(conn.execute("SELECT id, name FROM models")) if "models" in tables else {}
         query = f"SELECT id, arm, context, created, forced, reward{', propensity' if has_p else ''} FROM decisions ORDER BY created"
-        rows = []
-        for r in conn.execute(query):
-            rows.append({
-                "decision_id": r[0], "arm": int(r[1]), "context": np.frombuffer(r[2], dtype="<f8").tolist(), "time": float(r[3]),
-                "reward": r[5], "propensity": None if bool(r[4]) or not has_p else r[6], "_where": f"{path}, decision {r[0]}",
-            })
+        rows = [{"decision_id": r[0], "arm": int(r[1]), "context": np.frombuffer(r[2], dtype="<f8").tolist(), "time": float(r[3]),
+                 "reward": r[5], "propensity": r[6] if has_p and not r[4] else None, "_where": f"{path}, decision {r[0]}"} for r in conn.execute(query)]
     finally:
         conn.close()
-    if models is None and rows:
-        models = [f"arm{k}" for k in range(max(r["arm"] for r in rows) + 1)]
     for r in rows:
-        r["model"] = models[r.pop("arm")] if r["arm"] < len(models) else r.pop("arm")
+        if r["arm"] in names:
+            r["model"] = names[r.pop("arm")]
+        elif models is None:
+            raise InvalidParameterError(f"{path} does not name its models: give them (--models) in the router config's order.")
     return rows
 
 
@@ -149,8 +148,8 @@ def read_decision_log(path: str | Path, models: list[str] | None = None, embeddi
                       cache_dir: str | None = None) -> DecisionLog:
     """Read a decision log (JSON lines, or the router's SQLite store) in the module's format.
 
-    ``models`` fixes the models and their order (required to name a SQLite store's arms; by
-    default the names found, sorted). Rows without a reward are skipped and counted; rows whose
+    ``models`` fixes the models and their order (by default the names found, sorted; a router
+    store names its models itself). Rows without a reward are skipped and counted; rows whose
     propensity is null are kept (the estimators leave them out and say how many).
 
     >>> import json, tempfile

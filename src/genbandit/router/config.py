@@ -15,6 +15,7 @@ A config, in full (every table but ``[[models]]`` is optional)::
     upstream_error_reward = -1.0  # optional: feedback recorded when an upstream fails (omit for none)
     recent_decisions = 50         # how many /v1/stats lists
     max_pending_decisions = 100000  # decisions awaiting feedback (younger than decision_ttl_s); more gets 429
+    propensity_draws = 64         # Monte Carlo draws for the recorded propensity of a policy without probabilities(); 0: record none
     max_json_depth = 32           # request bodies nested deeper get 400
     keep_alive_s = 5.0            # an idle keep-alive connection is closed after this
     header_timeout_s = 10.0       # a connection that has not sent a whole request head in this (after it opened or after its last answer, keep_alive_s aside) is closed
@@ -100,6 +101,7 @@ class ServerSpec:
     upstream_error_reward: float | None = None
     recent_decisions: int = 50
     max_pending_decisions: int = 100_000
+    propensity_draws: int = 64
     max_json_depth: int = 32
     keep_alive_s: float = 5.0
     header_timeout_s: float = 10.0
@@ -208,9 +210,10 @@ def _server(raw: dict) -> ServerSpec:
         out["host"] = _string(t["host"], f"{where} host")
     if "route_name" in t:
         out["route_name"] = _string(t["route_name"], f"{where} route_name")
-    for name in ("port", "max_prompt_chars", "max_body_bytes", "recent_decisions", "max_pending_decisions", "max_json_depth", "max_connections"):
+    for name in ("port", "max_prompt_chars", "max_body_bytes", "recent_decisions", "max_pending_decisions", "max_json_depth", "max_connections",
+                 "propensity_draws"):
         if name in t:
-            out[name] = _int(t[name], f"{where} {name}", 0 if name in ("port", "recent_decisions") else 1)
+            out[name] = _int(t[name], f"{where} {name}", 0 if name in ("port", "recent_decisions", "propensity_draws") else 1)
     if "docs" in t:
         if not isinstance(t["docs"], bool):
             _fail(f"{where} docs", f"must be true or false. Got {t['docs']!r} instead.")

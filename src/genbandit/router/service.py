@@ -24,6 +24,7 @@ import numpy as np
 from ..core.base import Policy
 from ..core.registry import POLICIES
 from ..core.validation import InvalidParameterError
+from ..policies.propensity import action_probabilities
 from .config import RouterConfig
 from .embedders import make_embedder
 from .errors import DecisionNotFound, InvalidValue, PayloadTooLarge, UnknownModel
@@ -270,10 +271,24 @@ class Router:
             raise InvalidValue(f"The prompt could not be embedded: {type(exc).__name__}: {exc}") from None
 
     def _decide(self, context: np.ndarray, forced: int | None) -> Decision:
+        """Choose (or take the forced model) and record the propensity: the probability the policy gave its choice.
+
+        Exact for a policy with ``probabilities()``, else estimated from ``propensity_draws``
+        selects on the same state (:func:`~genbandit.policies.propensity.action_probabilities`);
+        ``None`` for a forced model or with ``propensity_draws = 0``.
+        """
+        draws = self.config.server.propensity_draws
+        propensity = None
         with self._lock:
             self.sync()
-            arm = self.policy.select(context) if forced is None else forced
-        return Decision(id=uuid.uuid4().hex, arm=self._ids[int(arm)], context=context, created=self.clock(), forced=forced is not None)
+            if forced is None:
+                probs = action_probabilities(self.policy, context, n_draws=draws) if draws else None
+                arm = self.policy.select(context)
+                propensity = None if probs is None else float(probs[arm])
+            else:
+                arm = forced
+        return Decision(id=uuid.uuid4().hex, arm=self._ids[int(arm)], context=context, created=self.clock(), forced=forced is not None,
+                        propensity=propensity)
 
     def _put_args(self) -> tuple[float, float, int]:
         sv = self.config.server

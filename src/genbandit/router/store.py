@@ -53,6 +53,7 @@ class Decision:
     created: float
     forced: bool = False
     reward: float | None = None
+    propensity: float | None = None  # the probability the policy chose this model; None when forced or not recorded
 
 
 @dataclass
@@ -147,7 +148,7 @@ class Store(abc.ABC):
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
     id TEXT PRIMARY KEY, arm INTEGER NOT NULL, context BLOB NOT NULL, created REAL NOT NULL,
-    forced INTEGER NOT NULL DEFAULT 0, reward REAL);
+    forced INTEGER NOT NULL DEFAULT 0, reward REAL, propensity REAL);
 CREATE INDEX IF NOT EXISTS decisions_created ON decisions(created);
 CREATE TABLE IF NOT EXISTS feedback (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, decision_id TEXT NOT NULL UNIQUE, arm INTEGER NOT NULL,
@@ -186,6 +187,8 @@ class SQLiteStore(Store):
         self._local = threading.local()
         self._conn = self._connect()
         self._conn.executescript(_SCHEMA)
+        if "propensity" not in {row[1] for row in self._conn.execute("PRAGMA table_info(decisions)")}:  # a store made before propensities
+            self._conn.execute("ALTER TABLE decisions ADD COLUMN propensity REAL")
         self._sync_mode = self.synchronous.upper()
         self._closed = False
         self._writer = threading.Thread(target=self._run, name="genbandit-sqlite-writer", daemon=True)
@@ -328,8 +331,8 @@ class SQLiteStore(Store):
                 f"or wait until they expire ({ttl_s:g} s after they were made)."
             )
         cur.execute(
-            "INSERT INTO decisions (id, arm, context, created, forced) VALUES (?, ?, ?, ?, ?)",
-            (decision.id, decision.arm, _pack(decision.context), decision.created, int(decision.forced)),
+            "INSERT INTO decisions (id, arm, context, created, forced, propensity) VALUES (?, ?, ?, ?, ?, ?)",
+            (decision.id, decision.arm, _pack(decision.context), decision.created, int(decision.forced), decision.propensity),
         )
         cur.execute("INSERT INTO counters (arm, pulls) VALUES (?, 1) ON CONFLICT(arm) DO UPDATE SET pulls = pulls + 1", (decision.arm,))
         pending[decision.id] = decision.created
@@ -345,11 +348,12 @@ class SQLiteStore(Store):
         self._write(self._put, decision, keep_s, ttl_s, max_pending, durable=False)
 
     def get_decision(self, decision_id: str) -> Decision | None:
-        rows = self._read("SELECT id, arm, context, created, forced, reward FROM decisions WHERE id = ?", (decision_id,))
+        rows = self._read("SELECT id, arm, context, created, forced, reward, propensity FROM decisions WHERE id = ?", (decision_id,))
         if not rows:
             return None
         row = rows[0]
-        return Decision(id=row[0], arm=int(row[1]), context=_unpack(row[2]), created=float(row[3]), forced=bool(row[4]), reward=row[5])
+        return Decision(id=row[0], arm=int(row[1]), context=_unpack(row[2]), created=float(row[3]), forced=bool(row[4]), reward=row[5],
+                        propensity=row[6])
 
     def _feedback(self, cur, decision_id: str, reward: float, values: list[float], now: float, ttl_s: float) -> tuple[str, int]:
         row = cur.execute("SELECT arm, context, created, reward FROM decisions WHERE id = ?", (decision_id,)).fetchone()
@@ -434,6 +438,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. tostring(created - tonumb
 local waiting = redis.call('ZCARD', KEYS[4])
 if waiting >= tonumber(ARGV[9]) then return waiting end
 redis.call('HSET', KEYS[1], 'arm', ARGV[1], 'ctx', ARGV[2], 'created', ARGV[3], 'forced', ARGV[4])
+if ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'p', ARGV[11]) end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 redis.call('LPUSH', KEYS[3], ARGV[6])
@@ -572,7 +577,7 @@ class RedisStore(Store):
         summary = json.dumps({"decision_id": decision.id, "arm": decision.arm, "created": decision.created, "forced": decision.forced})
         keys = [self._k("d", decision.id), self._k("pulls"), self._k("recent"), self._k("pending")]
         args = [decision.arm, _pack(decision.context), repr(decision.created), int(decision.forced), max(1, int(keep_s + 0.999)),
-                summary, self._recent_size, repr(ttl_s), max_pending, decision.id]
+                summary, self._recent_size, repr(ttl_s), max_pending, decision.id, "" if decision.propensity is None else repr(decision.propensity)]
         waiting = int(self._put(keys=keys, args=args))
         if waiting >= 0:
             raise TooManyPending(
@@ -585,7 +590,7 @@ class RedisStore(Store):
         d = self._r.hgetall(self._k("d", decision_id))
         if not d:
             return None
-        reward = d.get(b"reward")
+        reward, propensity = d.get(b"reward"), d.get(b"p")
         return Decision(
             id=decision_id,
             arm=int(d[b"arm"]),
@@ -593,6 +598,7 @@ class RedisStore(Store):
             created=float(d[b"created"]),
             forced=bool(int(d[b"forced"])),
             reward=None if reward is None else float(reward),
+            propensity=None if propensity is None else float(propensity),
         )
 
     @_reachable
