@@ -1,0 +1,506 @@
+"""The router's default policy: empirical-Bayes Thompson sampling over models, with a per-prompt deviation.
+
+:class:`EvidenceThompson` plays Thompson sampling over the models (Thompson 1933; for linear
+payoffs, Agrawal & Goyal 2013) on a hierarchical Bayesian model of each model's score:
+
+    score_g(y) = b_g + phi(y)' w_g + u_{p(y), g} + noise,
+
+where ``b_g`` is the model's mean score (a flat prior: the context-free part), ``phi`` are random
+Fourier features of an RBF kernel on the prompt embedding (Rahimi & Recht 2007; the per-arm kernel
+model of Hu, Leung & Farnia 2025, Algorithms 4-5), ``w_g ~ N(0, alpha_g^-1 I)`` a per-prompt
+deviation whose prior scale is chosen by evidence maximisation (MacKay 1992; Bishop, PRML
+section 3.5.2), and ``u`` the effect of one exact prompt that recurs (one random effect per
+(prompt, model) cell, its variance the part of the residual variance that repeats of a prompt
+do not share). Nothing is a tuned constant: the bandwidth is the median distance between the
+first prompts seen (the median heuristic), the noise and the slope prior come from the evidence
+of each model's own data, and the within-prompt noise from the prompts that recurred.
+
+Where the prompt carries no signal the evidence drives ``alpha_g`` up, the deviation to zero and
+the policy to plain Thompson sampling over the models; where it does, the deviation takes over
+prompt by prompt as its posterior sharpens. Shapes: contexts ``(n_runs, n_features)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+from ..core.base import Policy
+from ..core.registry import register_policy
+from ..core.validation import Interval, InvalidInputError, check_finite_array
+from ._stats import argmax_random_ties
+
+__all__ = ["EvidenceThompson", "evidence_ridge"]
+
+_LAMBDA_START = 1e6  # slope prior precision / noise precision before any evidence: no deviation
+_TINY = 1e-12  # variance floor: rewards that never varied
+_PRICE_RANGE = (math.log(1e-4), math.log(1e4))  # the pacer's log price, in reward per budget-sized cost
+
+
+def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: float = 1.0, iters: int = 50) -> tuple[float, float, float]:
+    """Evidence maximisation for Bayesian ridge regression on centred data (Bishop, PRML eqs. 3.91-3.95).
+
+    ``eig`` are the eigenvalues of the centred scatter ``C = Phi_c' Phi_c`` and ``proj`` the
+    centred cross moment ``Phi_c' y_c`` in its eigenbasis; ``syy = y_c' y_c`` and ``n`` the rows
+    (the intercept, fitted by the mean, takes one degree of freedom). MacKay's fixed point:
+    ``gamma = sum e_i / (e_i + lambda)``, ``alpha = gamma / |m|^2``,
+    ``1/beta = RSS / (n - 1 - gamma)``, ``lambda = alpha / beta``.
+    Returns ``(lambda, noise variance 1/beta, gamma)``.
+
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X @ [1.0, -2.0, 0.5] + 0.1 * rng.normal(size=200)
+    >>> Xc, yc = X - X.mean(0), y - y.mean(); e, V = np.linalg.eigh(Xc.T @ Xc)
+    >>> lam, s2, gamma = evidence_ridge(e, V.T @ (Xc.T @ yc), float(yc @ yc), 200)
+    >>> round(s2, 3), round(gamma, 2)
+    (0.011, 3.0)
+    """
+    eig = np.maximum(eig, 0.0)
+    s2 = syy / max(n - 1, 1)
+    for _ in range(iters):
+        m = proj / (eig + lam)
+        gamma = float((eig / (eig + lam)).sum())
+        rss = max(syy - 2.0 * float(m @ proj) + float((eig * m * m).sum()), 0.0)
+        s2 = max(rss / max(n - 1 - gamma, 1e-9), 1e-12)
+        mm = float(m @ m)
+        new = float(np.clip(s2 * gamma / mm, 1e-8, _LAMBDA_START)) if mm > 0 and gamma > 0 else _LAMBDA_START
+        if abs(math.log(new / lam)) < 1e-4:
+            lam = new
+            break
+        lam = new
+    return lam, s2, float((eig / (eig + lam)).sum())
+
+
+@register_policy("evidence-thompson", "router-default")
+class EvidenceThompson(Policy):
+    """Empirical-Bayes Thompson sampling over models with a kernel per-prompt deviation (the router's default).
+
+    Per model ``g``, a Bayesian linear model on ``[1, phi(y)]``: a flat prior on the intercept
+    (so the model's running mean is its context-free estimate) and ``w_g ~ N(0, s2_g/lambda_g I)``
+    on the random-feature slopes. With ``n_g`` rounds, feature mean ``phibar_g``, centred scatter
+    ``C_g`` and ``z = phi(y) - phibar_g``, the posterior of the model's mean score at ``y`` is
+    ``N(ybar_g + z' theta_g, s2_g (1/n_g + z' (C_g + lambda_g I)^-1 z))``, ``theta_g = (C_g +
+    lambda_g I)^-1 Phi_c' y_c`` (PRML eq. 3.53-3.54 with the intercept integrated out). A round
+    samples every model's posterior and plays the largest (Thompson sampling; Agrawal & Goyal
+    2013 for linear payoffs). ``lambda_g`` and ``s2_g`` maximise the evidence of model ``g``'s
+    data (:func:`evidence_ridge`), refitted whenever ``n_g`` doubles; ``(C_g + lambda_g I)^-1`` is
+    kept by Sherman-Morrison between refits, with the features and ``(C_g + lambda_g I)^-1 z`` of
+    the last ``select`` reused by the ``update`` on the same context.
+
+    ``phi`` are ``n_components`` random Fourier features ``sqrt(2/D) cos(w.y/sigma + b)``
+    (Rahimi & Recht 2007) with ``sigma`` the median distance between the first
+    ``bandwidth_sample`` prompts (the median heuristic); until then the policy is Thompson
+    sampling over the models and the prompts wait in a buffer.
+
+    A prompt seen before (same embedding) adds a random effect per (prompt, model) with variance
+    ``tau2_g = max(s2_g - s2_within, 0)``, where ``s2_within`` is the pooled variance of repeated
+    outcomes of the same (prompt, model): its observations move that prompt's estimate by their
+    precision (a normal-normal update), so a recurring prompt whose best model differs is
+    routed to it. The ``max_prompts`` newest prompts are kept.
+
+    With ``budget`` (a target mean cost per decision) the policy maximises
+    ``score - price x cost / budget``, with each model's cost its running mean cost, and the
+    price follows an online dual (sub)gradient step on the cost constraint, in log space:
+    ``log price += pacer_rate x (cost_t / budget - 1)`` (the primal-dual pacing of Agrawal &
+    Devanur 2014 and Balseiro & Gur 2019). Feedback is then ``{"reward": r, "cost": c}``.
+
+    Parameters
+    ----------
+    n_arms, n_features : int
+    n_components : int
+        Random Fourier features (D).
+    bandwidth_sample : int
+        Prompts whose median pairwise distance sets the RBF bandwidth.
+    max_prompts : int
+        Recurring-prompt cells kept (oldest forgotten first); 0 turns them off.
+    budget : float or None
+        Target mean cost per decision.
+    pacer_rate : float
+        Step of the log price per budget-sized overspend.
+    seed : None, int or Generator
+
+    Examples
+    --------
+    >>> from genbandit.policies.routing import EvidenceThompson
+    >>> rng = np.random.default_rng(0)
+    >>> centres = rng.normal(size=(2, 8)); policy = EvidenceThompson(n_arms=2, n_features=8, seed=0)
+    >>> for t in range(400):
+    ...     c = t % 2; y = centres[c] + 0.1 * rng.normal(size=8)
+    ...     arm = policy.select(y)
+    ...     _ = policy.update(arm, float(rng.random() < (0.8 if arm == c else 0.3)), context=y)
+    >>> [policy.select(centres[c] + 0.1 * rng.normal(size=8)) for c in (0, 1, 0, 1)]
+    [0, 1, 0, 1]
+    """
+
+    name = "evidence-thompson"
+    contextual = True
+    _parameter_constraints = {
+        "n_features": [Interval(Integral, 1, None, "left")],
+        "n_components": [Interval(Integral, 1, None, "left")],
+        "bandwidth_sample": [Interval(Integral, 2, None, "left")],
+        "max_prompts": [Interval(Integral, 0, None, "left")],
+        "budget": [None, Interval(Real, 0, None, "neither")],
+        "pacer_rate": [Interval(Real, 0, None, "neither")],
+        "override_z": [None, Interval(Real, 0, None, "left")],
+    }
+
+    def __init__(self, n_arms: int, n_features: int, n_components: int = 200, bandwidth_sample: int = 32, max_prompts: int = 100_000,
+                 budget: float | None = None, pacer_rate: float = 0.05, override_z: float | None = 1.0, seed=None) -> None:
+        self.n_arms = n_arms
+        self.n_features = n_features
+        self.n_components = n_components
+        self.bandwidth_sample = bandwidth_sample
+        self.max_prompts = max_prompts
+        self.budget = budget
+        self.pacer_rate = pacer_rate
+        self.override_z = override_z
+        self.seed = seed
+
+    @classmethod
+    def _check_examples(cls):
+        from ..envs.prompts import Setup4Synthetic
+
+        env = Setup4Synthetic(setup="expert", contexts="gaussian", dim=6, n_prompts_per_category=8, seed=1)
+        return [(cls(n_arms=5, n_features=6, n_components=20, bandwidth_sample=8, seed=0), env)]
+
+    # ------------------------------------------------------------------ state
+    def _init_state(self, n_runs: int) -> None:
+        R, G, D, d = n_runs, self.n_arms, self.n_components, self.n_features
+        self._omega = self._rng.standard_normal((R, D, d))  # divided by the bandwidth once it is known
+        self._phase = self._rng.uniform(0.0, 2.0 * np.pi, (R, D))
+        self._bandwidth = np.zeros(R)  # 0 until the median heuristic has its sample
+        self._buffer: list[list[tuple[np.ndarray, int, float]]] = [[] for _ in range(R)]
+        self._n = np.zeros((R, G), dtype=np.int64)
+        self._ybar = np.zeros((R, G))
+        self._syy = np.zeros((R, G))
+        self._phibar = np.zeros((R, G, D))
+        self._cxy = np.zeros((R, G, D))
+        self._Cinv = np.broadcast_to(np.eye(D) / _LAMBDA_START, (R, G, D, D)).copy()
+        self._theta = np.zeros((R, G, D))
+        self._lam = np.full((R, G), _LAMBDA_START)
+        self._s2 = np.zeros((R, G))
+        self._ymin = np.full(R, np.inf)
+        self._ymax = np.full(R, -np.inf)
+        self._gamma = np.zeros((R, G))
+        self._next_fit = np.zeros((R, G), dtype=np.int64)
+        self._cells: list[dict[str, np.ndarray]] = [{} for _ in range(R)]
+        self._within = np.zeros((R, 2))  # pooled within-prompt sum of squares, degrees of freedom
+        self._cost_sum = np.zeros((R, G))
+        self._cost_n = np.zeros((R, G), dtype=np.int64)
+        self._log_price = np.full(R, _PRICE_RANGE[0])
+        self._spent = np.zeros(R)
+        self._last: tuple | None = None  # (contexts, features, per-model Cinv z) of the last select
+
+    # ------------------------------------------------------------------ features
+    def _features(self, contexts: np.ndarray) -> np.ndarray:
+        """phi(y) for each run's context, ``(n_runs, D)`` (zeros where the bandwidth is not set yet)."""
+        proj = np.matmul(self._omega, contexts[:, :, None])[..., 0] / np.where(self._bandwidth > 0, self._bandwidth, 1.0)[:, None]
+        return math.sqrt(2.0 / self.n_components) * np.cos(proj + self._phase) * (self._bandwidth > 0)[:, None]
+
+    def _cached(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        last = self._last
+        if last is not None and last[0].shape == contexts.shape and np.array_equal(last[0], contexts):
+            return last[1], last[2]
+        f = self._features(contexts)
+        z = f[:, None, :] - self._phibar
+        return f, np.matmul(self._Cinv, z[..., None])[..., 0]
+
+    # ------------------------------------------------------------------ posterior
+    def _noise(self) -> np.ndarray:
+        """Each model's noise variance: its evidence estimate, shrunk by one pseudo-round to the widest variance the rewards allow.
+
+        The prior guess is ``(range / 2)^2`` with ``range`` the spread of every reward seen so far
+        (the largest variance of a variable in that range), so one lucky or unlucky first round
+        cannot freeze a model out.
+        """
+        wide = np.maximum(((self._ymax - self._ymin) / 2.0) ** 2, _TINY)
+        dof = np.maximum(self._n - 1 - self._gamma, 0.0)
+        return (wide[:, None] + dof * self._s2) / (1.0 + dof)
+
+    def posterior(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and variance of every model's mean score at each run's context, ``(n_runs, n_arms)`` each."""
+        f, h = self._cached(contexts)
+        self._last = (contexts.copy(), f, h)
+        z = f[:, None, :] - self._phibar
+        n = np.maximum(self._n, 1)
+        s2 = self._noise()
+        mean = self._ybar + (z * self._theta).sum(-1)
+        var = s2 * (1.0 / n + np.maximum((z * h).sum(-1), 0.0))
+        if self.max_prompts:
+            mean, var = self._with_cells(contexts, mean, var, s2)
+        return mean, var
+
+    def _with_cells(self, contexts: np.ndarray, mean: np.ndarray, var: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The normal-normal update of each model's estimate by a recurring prompt's own outcomes."""
+        for r in range(contexts.shape[0]):
+            cell = self._cells[r].get(_key(contexts[r]))
+            if cell is None:
+                continue
+            ss, dof = self._within[r]
+            pooled = s2[r].max()
+            within = max((pooled + ss) / (1.0 + dof), _TINY)
+            k = cell[:, 0]
+            prior = np.maximum(var[r] + np.maximum(s2[r] - within, 0.0), _TINY)
+            precision = 1.0 / prior + k / within
+            mean[r] = (mean[r] / prior + cell[:, 1] / within) / precision
+            var[r] = 1.0 / precision
+        return mean, var
+
+    # ------------------------------------------------------------------ policy
+    def _select(self, contexts: np.ndarray) -> np.ndarray:
+        mean, var = self.posterior(contexts)
+        n = np.maximum(self._n, 1)
+        s2 = self._noise()
+        value, spread = self._ybar, s2 / n
+        if self.budget is not None:
+            tried = self._cost_n > 0
+            cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (np.exp(self._log_price)[:, None] / self.budget)
+            mean, value = mean - cost, value - cost
+        draw = value + np.sqrt(spread) * self._rng.standard_normal(mean.shape)
+        base = argmax_random_ties(np.where(self._n == 0, np.inf, draw), self._rng)
+        if self.override_z is None:
+            draw = mean + np.sqrt(var) * self._rng.standard_normal(mean.shape)
+            return argmax_random_ties(np.where(self._n == 0, np.inf, draw), self._rng)
+        rows = np.arange(mean.shape[0])
+        best = mean.argmax(1)
+        # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader, twice that
+        z = np.where(best == value.argmax(1), 2.0 * self.override_z, self.override_z)
+        tried = self._n.min(1) > 0
+        sure = (mean[rows, best] - mean[rows, base] > z * np.sqrt(var[rows, best] + var[rows, base])) & tried
+        # this prompt is confidently worse than average for the base model: sample the per-prompt posterior instead
+        odd = (value[rows, base] - mean[rows, base] > 2.0 * self.override_z * np.sqrt(var[rows, base] + spread[rows, base])) & tried
+        local = (mean + np.sqrt(var) * self._rng.standard_normal(mean.shape)).argmax(1)
+        return np.where(sure, best, np.where(odd, local, base))
+
+    def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
+        owner = type(self).__name__
+        if self.budget is None:
+            return check_finite_array("reward", feedback, (self._n_runs,), owner)
+        if not isinstance(feedback, dict) or set(feedback) != {"reward", "cost"}:
+            raise InvalidInputError(f"{owner} with a budget learns from {{'reward': r, 'cost': c}}. Got {feedback!r} instead.")
+        cost = check_finite_array("cost", feedback["cost"], (self._n_runs,), owner)
+        if np.any(cost < 0):
+            raise InvalidInputError(f"The cost of {owner} must be >= 0. Got {cost.tolist()} instead.")
+        return {"reward": check_finite_array("reward", feedback["reward"], (self._n_runs,), owner), "cost": cost}
+
+    def _update(self, actions: np.ndarray, feedback: Any, contexts: np.ndarray) -> None:
+        rewards = feedback if self.budget is None else feedback["reward"]
+        if self.budget is not None:
+            self._pace(actions, feedback["cost"])
+        rows = np.arange(actions.shape[0])
+        f, h = self._cached(contexts)
+        self._last = None
+        if self.max_prompts:
+            self._count_cells(contexts, actions, rewards)
+        ready = self._bandwidth > 0
+        self._ymin, self._ymax = np.minimum(self._ymin, rewards), np.maximum(self._ymax, rewards)
+        g = actions
+        n = self._n[rows, g].astype(float)
+        dy = rewards - self._ybar[rows, g]
+        w = n / (n + 1.0)
+        self._n[rows, g] += 1
+        self._ybar[rows, g] += dy / (n + 1.0)
+        self._syy[rows, g] += w * dy * dy
+        if ready.any():
+            r = rows[ready]
+            self._rank_one(r, g[ready], f[r] - self._phibar[r, g[ready]], h[r, g[ready]], dy[ready], w[ready])
+            self._refit_due(r)
+        for r in np.flatnonzero(~ready):
+            self._buffer[r].append((contexts[r].copy(), int(actions[r]), float(rewards[r])))
+            if len(self._buffer[r]) >= self.bandwidth_sample:
+                self._set_bandwidth(int(r))
+
+    def _rank_one(self, rows: np.ndarray, g: np.ndarray, dphi: np.ndarray, h: np.ndarray, dy: np.ndarray, w: np.ndarray) -> None:
+        """Welford's update of the centred moments and Sherman-Morrison on ``(C + lambda I)^-1`` with ``u = sqrt(w) dphi``."""
+        theta = self._theta[rows, g]
+        denom = 1.0 + w * (dphi * h).sum(-1)
+        # (C + u u' + lambda I)^-1 (cxy + w dphi dy) from theta = (C + lambda I)^-1 cxy and h = (C + lambda I)^-1 dphi
+        new_theta = theta + (w * (dy - (dphi * theta).sum(-1)) / denom)[:, None] * h
+        if rows.size == 1:  # in place, one pass (BLAS ger on the transposed view of a symmetric matrix)
+            _ger()(-w[0] / denom[0], h[0], h[0], a=self._Cinv[int(rows[0]), int(g[0])].T, overwrite_a=1)
+        else:
+            self._Cinv[rows, g] -= np.einsum("ri,rj->rij", h, h * (w / denom)[:, None])
+        self._cxy[rows, g] += (w * dy)[:, None] * dphi
+        self._phibar[rows, g] += dphi / (self._n[rows, g][:, None])
+        self._theta[rows, g] = new_theta
+
+    def _refit_due(self, rows: np.ndarray) -> None:
+        due = np.argwhere(self._n[rows] >= self._next_fit[rows])
+        for r, g in zip(rows[due[:, 0]], due[:, 1]):
+            self._refit(int(r), int(g))
+
+    def _refit(self, r: int, g: int, C: np.ndarray | None = None) -> None:
+        """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis.
+
+        The centred scatter ``C`` is not stored: its eigenvectors are those of ``(C + lambda I)^-1``
+        and its eigenvalues ``1/mu - lambda``.
+        """
+        n = int(self._n[r, g])
+        self._next_fit[r, g] = max(2 * n, 8)
+        if self._bandwidth[r] == 0 or n < 2:
+            return
+        if C is None:
+            mu, V = np.linalg.eigh(self._Cinv[r, g])
+            eig = 1.0 / np.maximum(mu, _TINY) - self._lam[r, g]
+        else:
+            eig, V = np.linalg.eigh(C)
+        eig = np.maximum(eig, 0.0)
+        proj = V.T @ self._cxy[r, g]
+        lam, s2, gamma = evidence_ridge(eig, proj, float(self._syy[r, g]), n, lam=min(float(self._lam[r, g]), 1.0))
+        self._lam[r, g], self._s2[r, g], self._gamma[r, g] = lam, s2, gamma
+        self._Cinv[r, g] = (V / (eig + lam)) @ V.T
+        self._theta[r, g] = V @ (proj / (eig + lam))
+
+    def _scatter(self, r: int, g: int) -> np.ndarray:
+        """The centred feature scatter ``C`` of model g of run r, recovered from ``(C + lambda I)^-1``."""
+        if self._n[r, g] < 2:
+            return np.zeros((self.n_components, self.n_components))
+        mu, V = np.linalg.eigh(self._Cinv[r, g])
+        return (V * np.maximum(1.0 / np.maximum(mu, _TINY) - self._lam[r, g], 0.0)) @ V.T
+
+    # ------------------------------------------------------------------ before the bandwidth is known
+    def _set_bandwidth(self, r: int) -> None:
+        """The median heuristic on the buffered prompts, then their features folded in at once."""
+        X = np.stack([row[0] for row in self._buffer[r]])
+        sq = (X * X).sum(1)
+        dist = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * X @ X.T, 0.0))[np.triu_indices(len(X), 1)]
+        positive = dist[dist > 0]
+        self._bandwidth[r] = float(np.median(positive)) if positive.size else 1.0
+        acts = np.array([row[1] for row in self._buffer[r]])
+        ys = np.array([row[2] for row in self._buffer[r]])
+        Phi = self._features_one(r, X)
+        self._buffer[r] = []
+        for g in range(self.n_arms):
+            mask = acts == g
+            if mask.any():
+                self._fold(r, g, Phi[mask], ys[mask], replace=True)
+
+    def _features_one(self, r: int, X: np.ndarray) -> np.ndarray:
+        return math.sqrt(2.0 / self.n_components) * np.cos(X @ self._omega[r].T / self._bandwidth[r] + self._phase[r])
+
+    def _fold(self, r: int, g: int, Phi: np.ndarray, y: np.ndarray, replace: bool = False) -> None:
+        """Merge a block of rounds into model g's centred moments (Chan et al.'s pairwise update), then refit.
+
+        ``replace=True`` takes the block's feature moments as the model's (its rewards are counted already).
+        """
+        k = len(y)
+        self._ymin[r], self._ymax[r] = min(self._ymin[r], y.min()), max(self._ymax[r], y.max())
+        pb, yb = Phi.mean(0), y.mean()
+        Pc, yc = Phi - pb, y - yb
+        Cb, cb, sb = Pc.T @ Pc, Pc.T @ yc, float(yc @ yc)
+        if replace:
+            self._phibar[r, g], self._cxy[r, g] = pb, cb
+            self._refit(r, g, Cb)
+            return
+        na = int(self._n[r, g])
+        n = na + k
+        dp, dy = pb - self._phibar[r, g], yb - self._ybar[r, g]
+        scale = na * k / n
+        C = self._scatter(r, g) + Cb + scale * np.outer(dp, dp)
+        self._cxy[r, g] += cb + scale * dp * dy
+        self._syy[r, g] += sb + scale * dy * dy
+        self._phibar[r, g] += dp * k / n
+        self._ybar[r, g] += dy * k / n
+        self._n[r, g] = n
+        self._refit(r, g, C)
+
+    def fit_logged(self, contexts: Any, arms: Any, rewards: Any, costs: Any = None) -> "EvidenceThompson":
+        """Start from a logged table: fold rows ``(context, arm, reward[, cost])`` into every run's state.
+
+        Order-free and exact: the result equals the moments of updating on the rows one by one
+        (the hyperparameters are then refitted on all of them). ``contexts`` ``(n, n_features)``,
+        ``arms`` ``(n,)`` ints, ``rewards`` and ``costs`` ``(n,)``. With fewer than
+        ``bandwidth_sample`` rows and no bandwidth yet, the rows go to the buffer as live rounds do.
+        """
+        self._ensure_state(single=False)
+        owner = type(self).__name__
+        X = check_finite_array("contexts", contexts, (None, self.n_features), owner) if np.ndim(contexts) == 2 else None
+        if X is None:
+            raise InvalidInputError(f"{owner}.fit_logged needs contexts of shape (n, {self.n_features}). Got {np.shape(contexts)} instead.")
+        n = X.shape[0]
+        a = np.asarray(arms)
+        if a.shape != (n,) or not np.issubdtype(a.dtype, np.integer) or np.any((a < 0) | (a >= self.n_arms)):
+            raise InvalidInputError(f"{owner}.fit_logged needs one arm in 0..{self.n_arms - 1} per row. Got {a!r} instead.")
+        y = check_finite_array("rewards", rewards, (n,), owner)
+        c = None if costs is None else check_finite_array("costs", costs, (n,), owner)
+        for r in range(self._n_runs):
+            if self._bandwidth[r] == 0:
+                for i in range(n):
+                    self._update_one(r, X[i], int(a[i]), float(y[i]))
+                if len(self._buffer[r]) >= self.bandwidth_sample:
+                    self._set_bandwidth(r)
+            else:
+                Phi = self._features_one(r, X)
+                for g in range(self.n_arms):
+                    mask = a == g
+                    if mask.any():
+                        self._fold(r, g, Phi[mask], y[mask])
+            if self.max_prompts:
+                for i in range(n):
+                    self._count_cell(r, X[i], int(a[i]), float(y[i]))
+        if c is not None:
+            np.add.at(self._cost_sum, (slice(None), a), c)
+            np.add.at(self._cost_n, (slice(None), a), 1)
+        return self
+
+    def _update_one(self, r: int, x: np.ndarray, a: int, y: float) -> None:
+        self._ymin[r], self._ymax[r] = min(self._ymin[r], y), max(self._ymax[r], y)
+        n = float(self._n[r, a])
+        dy = y - self._ybar[r, a]
+        self._n[r, a] += 1
+        self._ybar[r, a] += dy / (n + 1.0)
+        self._syy[r, a] += n / (n + 1.0) * dy * dy
+        self._buffer[r].append((x.copy(), a, y))
+
+    # ------------------------------------------------------------------ recurring prompts
+    def _count_cells(self, contexts: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
+        for r in range(contexts.shape[0]):
+            self._count_cell(r, contexts[r], int(actions[r]), float(rewards[r]))
+
+    def _count_cell(self, r: int, x: np.ndarray, a: int, y: float) -> None:
+        cells, key = self._cells[r], _key(x)
+        cell = cells.get(key)
+        if cell is None:
+            if len(cells) >= self.max_prompts:
+                del cells[next(iter(cells))]
+            cell = cells[key] = np.zeros((self.n_arms, 3))
+        k, total = cell[a, 0], cell[a, 1]
+        if k > 0:
+            self._within[r, 0] += k / (k + 1.0) * (y - total / k) ** 2
+            self._within[r, 1] += 1.0
+        cell[a, 0] += 1.0
+        cell[a, 1] += y
+
+    # ------------------------------------------------------------------ budget
+    def _pace(self, actions: np.ndarray, cost: np.ndarray) -> None:
+        rows = np.arange(actions.shape[0])
+        self._cost_sum[rows, actions] += cost
+        self._cost_n[rows, actions] += 1
+        self._spent += cost
+        self._log_price = np.clip(self._log_price + self.pacer_rate * (cost / self.budget - 1.0), *_PRICE_RANGE)
+
+    @property
+    def price(self) -> np.ndarray:
+        """The pacer's current price of a budget-sized cost, in reward, per run (``(n_runs,)``)."""
+        return np.exp(self._log_price)
+
+    @property
+    def spent(self) -> np.ndarray:
+        """Total cost of the decisions learned from since the last reset, per run."""
+        return self._spent.copy()
+
+
+@functools.cache
+def _ger():
+    """BLAS ``dger`` (``A <- A + alpha x y'`` in place), imported on first use."""
+    from scipy.linalg.blas import dger
+
+    return dger
+
+
+def _key(x: np.ndarray) -> str:
+    """The identity of a prompt: a hash of its embedding to single precision."""
+    return hashlib.blake2b(np.asarray(x, dtype=np.float32).tobytes(), digest_size=12).hexdigest()
