@@ -9,7 +9,9 @@ from genbandit import InvalidInputError, simulate
 from genbandit.core.base import Policy
 from genbandit.envs.prompts import Setup4Synthetic
 from genbandit.experiments.metrics import compute_metric
+from genbandit.policies._stats import argmax_random_ties
 from genbandit.policies.classic import ThompsonSampling
+from genbandit.policies.kernel import RFFUCB
 from genbandit.policies.routing import EvidenceThompson, evidence_ridge
 
 
@@ -174,3 +176,31 @@ def test_state_dict_round_trip_continues_identically():
     again = Policy.from_state_dict(policy.state_dict())
     picks = [(policy.select(X[i]), again.select(X[i])) for i in range(30)]
     assert all(a == b for a, b in picks)
+
+
+class _RecomputingRFFUCB(RFFUCB):
+    """RFF-UCB as it was before features were cached: features recomputed in update, one Sherman-Morrison per run in a loop."""
+
+    def _select(self, contexts):
+        f = self._features(contexts)
+        h = np.matmul(self._Ainv, f[:, None, :, None])[..., 0]
+        mu, sd = (h * self._b).sum(-1), np.sqrt(np.maximum((h * f[:, None, :]).sum(-1), 0.0))
+        return argmax_random_ties(np.where(self._counts == 0, np.inf, mu + self._eta() * sd), self._rng)
+
+    def _update(self, actions, feedback, contexts):
+        rows = np.arange(actions.shape[0])
+        f = self._features(contexts)
+        for r, arm in enumerate(actions):
+            h = self._Ainv[r, arm] @ f[r]
+            self._Ainv[r, arm] -= np.outer(h, h / (1.0 + f[r] @ h))
+        self._b[rows, actions] += feedback[:, None] * f
+        self._counts[rows, actions] += 1
+
+
+@pytest.mark.parametrize("n_runs, feature_map", [(1, "cos-sin"), (3, "cos-phase")])
+def test_rffucb_with_cached_features_decides_as_before(n_runs, feature_map):
+    env = Setup4Synthetic(setup="expert", contexts="gaussian", dim=16, n_prompts_per_category=30, seed=2)
+    params = dict(n_arms=5, n_features=16, n_components=60, feature_map=feature_map, sigma=1.0, seed=7)
+    got = [simulate(env, cls(**params), 1500, n_runs=n_runs, seed=3) for cls in (RFFUCB, _RecomputingRFFUCB)]
+    assert np.array_equal(got[0].counts, got[1].counts)
+    assert np.array_equal(got[0].reward, got[1].reward)

@@ -125,6 +125,22 @@ def _sherman_morrison(Ainv: np.ndarray, f: np.ndarray) -> np.ndarray:
     return h
 
 
+def sherman_morrison_rows(Ainv: np.ndarray, rows: np.ndarray, arms: np.ndarray, h: np.ndarray, coef: np.ndarray) -> None:
+    """In place ``Ainv[r, a] -= coef_r h_r h_r'`` for every run ``r`` and its arm ``a`` (``Ainv`` ``(n_runs, n_arms, F, F)``).
+
+    The Sherman-Morrison step ``(A + f f')^-1 = A^-1 - h h' / (1 + f'h)``, ``h = A^-1 f``, with
+    ``coef = 1 / (1 + f'h)``: one BLAS ``ger`` on the matrix itself for a single run, one batched
+    update for several, never a loop over runs.
+    """
+    if rows.size == 1:
+        from scipy.linalg.blas import dger
+
+        # the transposed view of a C-ordered matrix is Fortran-ordered: ger updates it in place (Ainv is symmetric)
+        dger(-float(coef[0]), h[0], h[0], a=Ainv[int(rows[0]), int(arms[0])].T, overwrite_a=1)
+    else:
+        Ainv[rows, arms] -= np.einsum("ri,rj->rij", h, h * coef[:, None])
+
+
 def _ucb_index(mu: np.ndarray, sd: np.ndarray, eta: float) -> np.ndarray:
     """``mu + eta sd``, +inf where an arm has no data (``mu`` is inf), without 0 x inf."""
     untried = np.isinf(mu)
@@ -393,14 +409,24 @@ class RFFUCB(_RFFMixin, _ContextualPolicy):
         self._Ainv = np.broadcast_to(np.eye(F) / self.alpha, (n_runs, self.n_arms, F, F)).copy()
         self._b = np.zeros((n_runs, self.n_arms, F))
         self._counts = np.zeros((n_runs, self.n_arms), dtype=np.int64)
+        self._last = None  # (contexts, phi, A^-1 phi) of the last select
         if self.center:
             self._feature_sums = np.zeros((n_runs, self.n_arms, F))  # Phi_g' 1
             self._score_sums = np.zeros((n_runs, self.n_arms))
 
-    def ucb(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(mu, sigma), ``(n_runs, n_arms)`` each."""
+    def _features_and_h(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(phi, A_g^-1 phi for every arm), computed once per context: the ``update`` after a ``select`` on it reuses them."""
+        last = self._last
+        if last is not None and last[0].shape == contexts.shape and np.array_equal(last[0], contexts):
+            return last[1], last[2]
         f = self._features(contexts)
         h = np.matmul(self._Ainv, f[:, None, :, None])[..., 0]  # (R, G, F)
+        self._last = (contexts.copy(), f, h)
+        return f, h
+
+    def ucb(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mu, sigma), ``(n_runs, n_arms)`` each."""
+        f, h = self._features_and_h(contexts)
         mu = (h * self._b).sum(-1)
         if self.center:
             mean = self._score_sums / np.maximum(self._counts, 1)
@@ -414,9 +440,10 @@ class RFFUCB(_RFFMixin, _ContextualPolicy):
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray) -> None:
         rows = np.arange(actions.shape[0])
-        f = self._features(contexts)
-        for r, arm in enumerate(actions):
-            _sherman_morrison(self._Ainv[r, arm], f[r])
+        f, h = self._features_and_h(contexts)
+        self._last = None
+        h = h[rows, actions]
+        sherman_morrison_rows(self._Ainv, rows, actions, h, 1.0 / (1.0 + (f * h).sum(-1)))
         self._b[rows, actions] += feedback[:, None] * f
         self._counts[rows, actions] += 1
         if self.center:

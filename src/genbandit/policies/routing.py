@@ -22,7 +22,6 @@ prompt by prompt as its posterior sharpens. Shapes: contexts ``(n_runs, n_featur
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 from numbers import Integral, Real
@@ -34,6 +33,7 @@ from ..core.base import Policy
 from ..core.registry import register_policy
 from ..core.validation import Interval, InvalidInputError, check_finite_array
 from ._stats import argmax_random_ties
+from .kernel import sherman_morrison_rows
 
 __all__ = ["EvidenceThompson", "evidence_ridge"]
 
@@ -169,7 +169,8 @@ class EvidenceThompson(Policy):
     # ------------------------------------------------------------------ state
     def _init_state(self, n_runs: int) -> None:
         R, G, D, d = n_runs, self.n_arms, self.n_components, self.n_features
-        self._omega = self._rng.standard_normal((R, D, d))  # divided by the bandwidth once it is known
+        self._freq = self._rng.standard_normal((R, D, d))  # divided by the bandwidth once it is known
+        self._ready = False  # every run has its bandwidth
         self._phase = self._rng.uniform(0.0, 2.0 * np.pi, (R, D))
         self._bandwidth = np.zeros(R)  # 0 until the median heuristic has its sample
         self._buffer: list[list[tuple[np.ndarray, int, float]]] = [[] for _ in range(R)]
@@ -197,16 +198,22 @@ class EvidenceThompson(Policy):
     # ------------------------------------------------------------------ features
     def _features(self, contexts: np.ndarray) -> np.ndarray:
         """phi(y) for each run's context, ``(n_runs, D)`` (zeros where the bandwidth is not set yet)."""
-        proj = np.matmul(self._omega, contexts[:, :, None])[..., 0] / np.where(self._bandwidth > 0, self._bandwidth, 1.0)[:, None]
-        return math.sqrt(2.0 / self.n_components) * np.cos(proj + self._phase) * (self._bandwidth > 0)[:, None]
+        f = math.sqrt(2.0 / self.n_components) * np.cos(np.matmul(self._freq, contexts[:, :, None])[..., 0] + self._phase)
+        return f if self._ready else f * (self._bandwidth > 0)[:, None]
 
-    def _cached(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _cached(self, contexts: np.ndarray) -> tuple:
+        """(features, ``phi - phibar_g``, ``(C_g + lambda_g I)^-1 (phi - phibar_g)``, prompt keys) of each run's context.
+
+        Computed once per context: the ``update`` that follows a ``select`` on the same context reuses them.
+        """
         last = self._last
         if last is not None and last[0].shape == contexts.shape and np.array_equal(last[0], contexts):
-            return last[1], last[2]
+            return last[1:]
         f = self._features(contexts)
         z = f[:, None, :] - self._phibar
-        return f, np.matmul(self._Cinv, z[..., None])[..., 0]
+        keys = [_key(x) for x in contexts] if self.max_prompts else None
+        self._last = (contexts.copy(), f, z, np.matmul(self._Cinv, z[..., None])[..., 0], keys)
+        return self._last[1:]
 
     # ------------------------------------------------------------------ posterior
     def _noise(self) -> np.ndarray:
@@ -220,23 +227,23 @@ class EvidenceThompson(Policy):
         dof = np.maximum(self._n - 1 - self._gamma, 0.0)
         return (wide[:, None] + dof * self._s2) / (1.0 + dof)
 
-    def posterior(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of every model's mean score at each run's context, ``(n_runs, n_arms)`` each."""
-        f, h = self._cached(contexts)
-        self._last = (contexts.copy(), f, h)
-        z = f[:, None, :] - self._phibar
-        n = np.maximum(self._n, 1)
-        s2 = self._noise()
+        self._ensure_state(single=False)
+        return self._posterior(self._check_contexts(contexts, self._n_runs), self._noise())
+
+    def _posterior(self, contexts: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f, z, h, keys = self._cached(contexts)
         mean = self._ybar + (z * self._theta).sum(-1)
-        var = s2 * (1.0 / n + np.maximum((z * h).sum(-1), 0.0))
-        if self.max_prompts:
-            mean, var = self._with_cells(contexts, mean, var, s2)
+        var = s2 * (1.0 / np.maximum(self._n, 1) + np.maximum((z * h).sum(-1), 0.0))
+        if keys is not None:
+            mean, var = self._with_cells(keys, mean, var, s2)
         return mean, var
 
-    def _with_cells(self, contexts: np.ndarray, mean: np.ndarray, var: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _with_cells(self, keys: list[str], mean: np.ndarray, var: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The normal-normal update of each model's estimate by a recurring prompt's own outcomes."""
-        for r in range(contexts.shape[0]):
-            cell = self._cells[r].get(_key(contexts[r]))
+        for r, key in enumerate(keys):
+            cell = self._cells[r].get(key)
             if cell is None:
                 continue
             ss, dof = self._within[r]
@@ -251,10 +258,9 @@ class EvidenceThompson(Policy):
 
     # ------------------------------------------------------------------ policy
     def _select(self, contexts: np.ndarray) -> np.ndarray:
-        mean, var = self.posterior(contexts)
-        n = np.maximum(self._n, 1)
         s2 = self._noise()
-        value, spread = self._ybar, s2 / n
+        mean, var = self._posterior(contexts, s2)
+        value, spread = self._ybar, s2 / np.maximum(self._n, 1)
         if self.budget is not None:
             tried = self._cost_n > 0
             cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (np.exp(self._log_price)[:, None] / self.budget)
@@ -291,10 +297,11 @@ class EvidenceThompson(Policy):
         if self.budget is not None:
             self._pace(actions, feedback["cost"])
         rows = np.arange(actions.shape[0])
-        f, h = self._cached(contexts)
+        f, z, h, keys = self._cached(contexts)
         self._last = None
-        if self.max_prompts:
-            self._count_cells(contexts, actions, rewards)
+        if keys is not None:
+            for r, key in enumerate(keys):
+                self._count_cell(r, key, int(actions[r]), float(rewards[r]))
         ready = self._bandwidth > 0
         self._ymin, self._ymax = np.minimum(self._ymin, rewards), np.maximum(self._ymax, rewards)
         g = actions
@@ -305,9 +312,11 @@ class EvidenceThompson(Policy):
         self._ybar[rows, g] += dy / (n + 1.0)
         self._syy[rows, g] += w * dy * dy
         if ready.any():
-            r = rows[ready]
-            self._rank_one(r, g[ready], f[r] - self._phibar[r, g[ready]], h[r, g[ready]], dy[ready], w[ready])
-            self._refit_due(r)
+            live, arms = rows[ready], g[ready]
+            self._rank_one(live, arms, z[live, arms], h[live, arms], dy[ready], w[ready])
+            for r, a in zip(live, arms):
+                if self._n[r, a] >= self._next_fit[r, a]:
+                    self._refit(int(r), int(a))
         for r in np.flatnonzero(~ready):
             self._buffer[r].append((contexts[r].copy(), int(actions[r]), float(rewards[r])))
             if len(self._buffer[r]) >= self.bandwidth_sample:
@@ -319,18 +328,10 @@ class EvidenceThompson(Policy):
         denom = 1.0 + w * (dphi * h).sum(-1)
         # (C + u u' + lambda I)^-1 (cxy + w dphi dy) from theta = (C + lambda I)^-1 cxy and h = (C + lambda I)^-1 dphi
         new_theta = theta + (w * (dy - (dphi * theta).sum(-1)) / denom)[:, None] * h
-        if rows.size == 1:  # in place, one pass (BLAS ger on the transposed view of a symmetric matrix)
-            _ger()(-w[0] / denom[0], h[0], h[0], a=self._Cinv[int(rows[0]), int(g[0])].T, overwrite_a=1)
-        else:
-            self._Cinv[rows, g] -= np.einsum("ri,rj->rij", h, h * (w / denom)[:, None])
+        sherman_morrison_rows(self._Cinv, rows, g, h, w / denom)
         self._cxy[rows, g] += (w * dy)[:, None] * dphi
         self._phibar[rows, g] += dphi / (self._n[rows, g][:, None])
         self._theta[rows, g] = new_theta
-
-    def _refit_due(self, rows: np.ndarray) -> None:
-        due = np.argwhere(self._n[rows] >= self._next_fit[rows])
-        for r, g in zip(rows[due[:, 0]], due[:, 1]):
-            self._refit(int(r), int(g))
 
     def _refit(self, r: int, g: int, C: np.ndarray | None = None) -> None:
         """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis.
@@ -369,6 +370,8 @@ class EvidenceThompson(Policy):
         dist = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * X @ X.T, 0.0))[np.triu_indices(len(X), 1)]
         positive = dist[dist > 0]
         self._bandwidth[r] = float(np.median(positive)) if positive.size else 1.0
+        self._freq[r] /= self._bandwidth[r]
+        self._ready = bool(np.all(self._bandwidth > 0))
         acts = np.array([row[1] for row in self._buffer[r]])
         ys = np.array([row[2] for row in self._buffer[r]])
         Phi = self._features_one(r, X)
@@ -379,7 +382,7 @@ class EvidenceThompson(Policy):
                 self._fold(r, g, Phi[mask], ys[mask], replace=True)
 
     def _features_one(self, r: int, X: np.ndarray) -> np.ndarray:
-        return math.sqrt(2.0 / self.n_components) * np.cos(X @ self._omega[r].T / self._bandwidth[r] + self._phase[r])
+        return math.sqrt(2.0 / self.n_components) * np.cos(X @ self._freq[r].T + self._phase[r])
 
     def _fold(self, r: int, g: int, Phi: np.ndarray, y: np.ndarray, replace: bool = False) -> None:
         """Merge a block of rounds into model g's centred moments (Chan et al.'s pairwise update), then refit.
@@ -440,7 +443,7 @@ class EvidenceThompson(Policy):
                         self._fold(r, g, Phi[mask], y[mask])
             if self.max_prompts:
                 for i in range(n):
-                    self._count_cell(r, X[i], int(a[i]), float(y[i]))
+                    self._count_cell(r, _key(X[i]), int(a[i]), float(y[i]))
         if c is not None:
             np.add.at(self._cost_sum, (slice(None), a), c)
             np.add.at(self._cost_n, (slice(None), a), 1)
@@ -456,12 +459,8 @@ class EvidenceThompson(Policy):
         self._buffer[r].append((x.copy(), a, y))
 
     # ------------------------------------------------------------------ recurring prompts
-    def _count_cells(self, contexts: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> None:
-        for r in range(contexts.shape[0]):
-            self._count_cell(r, contexts[r], int(actions[r]), float(rewards[r]))
-
-    def _count_cell(self, r: int, x: np.ndarray, a: int, y: float) -> None:
-        cells, key = self._cells[r], _key(x)
+    def _count_cell(self, r: int, key: str, a: int, y: float) -> None:
+        cells = self._cells[r]
         cell = cells.get(key)
         if cell is None:
             if len(cells) >= self.max_prompts:
@@ -491,14 +490,6 @@ class EvidenceThompson(Policy):
     def spent(self) -> np.ndarray:
         """Total cost of the decisions learned from since the last reset, per run."""
         return self._spent.copy()
-
-
-@functools.cache
-def _ger():
-    """BLAS ``dger`` (``A <- A + alpha x y'`` in place), imported on first use."""
-    from scipy.linalg.blas import dger
-
-    return dger
 
 
 def _key(x: np.ndarray) -> str:
