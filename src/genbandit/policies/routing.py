@@ -38,6 +38,7 @@ from .kernel import sherman_morrison_rows
 __all__ = ["EvidenceThompson", "evidence_ridge"]
 
 _LAMBDA_START = 1e6  # slope prior precision / noise precision before any evidence: no deviation
+_PRIOR_DOF = 2.0  # pseudo-rounds of the pooled variance in each model's noise estimate
 _TINY = 1e-12  # variance floor: rewards that never varied
 _PRICE_RANGE = (math.log(1e-4), math.log(1e4))  # the pacer's log price, in reward per budget-sized cost
 
@@ -217,15 +218,24 @@ class EvidenceThompson(Policy):
 
     # ------------------------------------------------------------------ posterior
     def _noise(self) -> np.ndarray:
-        """Each model's noise variance: its evidence estimate, shrunk by one pseudo-round to the widest variance the rewards allow.
+        """Each model's noise variance: its evidence estimate, shrunk by two pseudo-rounds to the variance pooled over models.
 
-        The prior guess is ``(range / 2)^2`` with ``range`` the spread of every reward seen so far
-        (the largest variance of a variable in that range), so one lucky or unlucky first round
-        cannot freeze a model out.
+        The pooled within-model variance (empirical Bayes across models; before any model has two
+        rounds, ``(range / 2)^2`` with ``range`` the spread of the rewards seen) keeps a model whose
+        first few outcomes happened to agree from looking certain, so it is not frozen out.
         """
-        wide = np.maximum(((self._ymax - self._ymin) / 2.0) ** 2, _TINY)
         dof = np.maximum(self._n - 1 - self._gamma, 0.0)
-        return (wide[:, None] + dof * self._s2) / (1.0 + dof)
+        fitted = np.where(self._s2 > 0, self._s2, self._syy / np.maximum(self._n - 1, 1))  # the sample variance before the first fit
+        within = np.maximum(self._n - 1, 0).sum(1)
+        wide = np.maximum(((self._ymax - self._ymin) / 2.0) ** 2, _TINY)
+        prior = np.where(within > 0, np.maximum(self._syy.sum(1), _TINY) / np.maximum(within, 1), wide)[:, None]
+        return (_PRIOR_DOF * prior + dof * fitted) / (_PRIOR_DOF + dof)
+
+    def _intercepts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each model's mean score and its weight: the running mean with one pseudo-round at the mean over models."""
+        n = self._n
+        grand = (self._ybar * n).sum(1, keepdims=True) / np.maximum(n.sum(1, keepdims=True), 1)
+        return (grand + n * self._ybar) / (n + 1.0), n + 1.0
 
     def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of every model's mean score at each run's context, ``(n_runs, n_arms)`` each."""
@@ -234,8 +244,9 @@ class EvidenceThompson(Policy):
 
     def _posterior(self, contexts: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         f, z, h, keys = self._cached(contexts)
-        mean = self._ybar + (z * self._theta).sum(-1)
-        var = s2 * (1.0 / np.maximum(self._n, 1) + np.maximum((z * h).sum(-1), 0.0))
+        value, weight = self._intercepts()
+        mean = value + (z * self._theta).sum(-1)
+        var = s2 * (1.0 / weight + np.maximum((z * h).sum(-1), 0.0))
         if keys is not None:
             mean, var = self._with_cells(keys, mean, var, s2)
         return mean, var
@@ -260,26 +271,45 @@ class EvidenceThompson(Policy):
     def _select(self, contexts: np.ndarray) -> np.ndarray:
         s2 = self._noise()
         mean, var = self._posterior(contexts, s2)
-        value, spread = self._ybar, s2 / np.maximum(self._n, 1)
+        value, weight = self._intercepts()
+        spread = s2 / weight
         if self.budget is not None:
             tried = self._cost_n > 0
             cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (np.exp(self._log_price)[:, None] / self.budget)
             mean, value = mean - cost, value - cost
-        draw = value + np.sqrt(spread) * self._rng.standard_normal(mean.shape)
-        base = argmax_random_ties(np.where(self._n == 0, np.inf, draw), self._rng)
+        untried = self._n == 0
         if self.override_z is None:
-            draw = mean + np.sqrt(var) * self._rng.standard_normal(mean.shape)
-            return argmax_random_ties(np.where(self._n == 0, np.inf, draw), self._rng)
+            return _thompson(mean, var, untried, self._rng)
+        base = self._context_free_draw(value, spread, untried)
+        if untried.any():
+            return base
         rows = np.arange(mean.shape[0])
         best = mean.argmax(1)
-        # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader, twice that
-        z = np.where(best == value.argmax(1), 2.0 * self.override_z, self.override_z)
-        tried = self._n.min(1) > 0
-        sure = (mean[rows, best] - mean[rows, base] > z * np.sqrt(var[rows, best] + var[rows, base])) & tried
+        # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader needs
+        # the leader above the explored model's upper confidence bound at width sqrt(2 log t) (a Gaussian UCB), so a model
+        # unlucky in its first rounds is not frozen out
+        z = np.where(best == value.argmax(1), max(2.0 * self.override_z, math.sqrt(2.0 * math.log(max(self._t, 1)))), self.override_z)
+        sure = mean[rows, best] - mean[rows, base] > z * np.sqrt(var[rows, best] + var[rows, base])
         # this prompt is confidently worse than average for the base model: sample the per-prompt posterior instead
-        odd = (value[rows, base] - mean[rows, base] > 2.0 * self.override_z * np.sqrt(var[rows, base] + spread[rows, base])) & tried
-        local = (mean + np.sqrt(var) * self._rng.standard_normal(mean.shape)).argmax(1)
-        return np.where(sure, best, np.where(odd, local, base))
+        odd = value[rows, base] - mean[rows, base] > 2.0 * self.override_z * np.sqrt(var[rows, base] + spread[rows, base])
+        if odd.any():
+            base = np.where(odd, _thompson(mean, var, untried, self._rng), base)
+        return np.where(sure, best, base)
+
+    def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, untried: np.ndarray) -> np.ndarray:
+        """Thompson sampling over the models from Beta laws moment-matched to each mean's posterior on the observed reward range.
+
+        On the range ``[lo, hi]`` of the rewards seen, a model's mean ``m`` and variance ``v`` are those
+        of ``Beta(a, b)`` with ``a + b = m (1 - m) / v - 1``; its skewed tail keeps a model whose first
+        outcomes sat at one end of the range in play, where a Gaussian draw would freeze it out
+        (for 0/1 rewards this is close to Beta-Bernoulli Thompson sampling, Agrawal & Goyal 2012).
+        """
+        lo, span = self._ymin[:, None], np.maximum(self._ymax - self._ymin, _TINY)[:, None]
+        m = np.clip((value - lo) / span, 1e-6, 1.0 - 1e-6)
+        v = np.minimum(spread / span**2, m * (1.0 - m) * 0.999)
+        total = m * (1.0 - m) / np.maximum(v, _TINY) - 1.0
+        draw = self._rng.beta(np.maximum(m * total, 1e-6), np.maximum((1.0 - m) * total, 1e-6))
+        return argmax_random_ties(np.where(untried, np.inf, draw), self._rng) if untried.any() else draw.argmax(1)
 
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
         owner = type(self).__name__
@@ -324,14 +354,17 @@ class EvidenceThompson(Policy):
 
     def _rank_one(self, rows: np.ndarray, g: np.ndarray, dphi: np.ndarray, h: np.ndarray, dy: np.ndarray, w: np.ndarray) -> None:
         """Welford's update of the centred moments and Sherman-Morrison on ``(C + lambda I)^-1`` with ``u = sqrt(w) dphi``."""
-        theta = self._theta[rows, g]
         denom = 1.0 + w * (dphi * h).sum(-1)
-        # (C + u u' + lambda I)^-1 (cxy + w dphi dy) from theta = (C + lambda I)^-1 cxy and h = (C + lambda I)^-1 dphi
-        new_theta = theta + (w * (dy - (dphi * theta).sum(-1)) / denom)[:, None] * h
         sherman_morrison_rows(self._Cinv, rows, g, h, w / denom)
-        self._cxy[rows, g] += (w * dy)[:, None] * dphi
-        self._phibar[rows, g] += dphi / (self._n[rows, g][:, None])
-        self._theta[rows, g] = new_theta
+        # one run (the router): plain indices give views, updated in place; several: one batched update
+        at = (int(rows[0]), int(g[0])) if rows.size == 1 else (rows, g)
+        if rows.size == 1:
+            dphi, h, dy, w, denom = dphi[0], h[0], dy[0], w[0], denom[0]
+        theta = self._theta[at]
+        # (C + u u' + lambda I)^-1 (cxy + w dphi dy) from theta = (C + lambda I)^-1 cxy and h = (C + lambda I)^-1 dphi
+        self._theta[at] = theta + np.asarray(w * (dy - (dphi * theta).sum(-1)) / denom)[..., None] * h
+        self._cxy[at] += np.asarray(w * dy)[..., None] * dphi
+        self._phibar[at] += dphi / np.asarray(self._n[at])[..., None]
 
     def _refit(self, r: int, g: int, C: np.ndarray | None = None) -> None:
         """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis.
@@ -490,6 +523,12 @@ class EvidenceThompson(Policy):
     def spent(self) -> np.ndarray:
         """Total cost of the decisions learned from since the last reset, per run."""
         return self._spent.copy()
+
+
+def _thompson(mean: np.ndarray, var: np.ndarray, untried: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One Gaussian posterior draw per model and run, the largest wins; untried models first."""
+    draw = mean + np.sqrt(var) * rng.standard_normal(mean.shape)
+    return argmax_random_ties(np.where(untried, np.inf, draw), rng) if untried.any() else draw.argmax(1)
 
 
 def _key(x: np.ndarray) -> str:
