@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from genbandit import InvalidInputError, simulate
@@ -204,3 +207,74 @@ def test_rffucb_with_cached_features_decides_as_before(n_runs, feature_map):
     got = [simulate(env, cls(**params), 1500, n_runs=n_runs, seed=3) for cls in (RFFUCB, _RecomputingRFFUCB)]
     assert np.array_equal(got[0].counts, got[1].counts)
     assert np.array_equal(got[0].reward, got[1].reward)
+
+
+# ------------------------------------------------------------------------------------------ in the router
+ROUTER_MODELS = [{"name": "small", "base_url": "http://127.0.0.1:9/v1", "cost": 0.1}, {"name": "large", "base_url": "http://127.0.0.1:9/v1", "cost": 1.0}]
+
+
+def _router_config(tmp_path, extra: str = "", policy: str = "evidence-thompson"):
+    from router_helpers import write_config
+
+    from genbandit.router import load_router_config
+
+    path = write_config(tmp_path / "router.toml", models=ROUTER_MODELS, policy=policy, embedding={"kind": "none", "dim": 2},
+                        store={"path": str(tmp_path / "state.db")})
+    path.write_text(path.read_text() + extra)
+    return load_router_config(path)
+
+
+def test_router_warm_start_folds_the_logged_table_once(tmp_path):
+    from genbandit.router import Router
+
+    rng = np.random.default_rng(0)
+    x, z = [1.0, 0.0], [0.0, 1.0]
+    rows = [{"embedding": json.dumps(ctx), "model": name, "reward": float(rng.random() < p)}
+            for _ in range(60) for ctx, p_small, p_large in ((x, 0.9, 0.2), (z, 0.1, 0.8)) for name, p in (("small", p_small), ("large", p_large))]
+    pd.DataFrame(rows).to_csv(tmp_path / "logged.csv", index=False)
+    config = _router_config(tmp_path, f'\n[warm_start]\npath = "{tmp_path / "logged.csv"}"\nembedding_column = "embedding"\n')
+    router = Router(config)
+    assert router.policy.t == len(rows) == 240
+    assert [router.route(embedding=x).arm for _ in range(10)].count(0) >= 9
+    assert [router.route(embedding=z).arm for _ in range(10)].count(1) >= 9
+    router.close()
+    again = Router(config)  # the store is not new: the table is not counted twice
+    assert again.policy.t == 240
+    again.close()
+
+
+def test_router_budget_prices_cost_and_reports_spend(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from genbandit.router import Router, create_app
+
+    config = _router_config(tmp_path, "\n[budget]\ntarget_cost = 0.4\n")
+    router = Router(config)
+    assert router.policy.budget == 0.4
+    rng = np.random.default_rng(1)
+    for t in range(1500):
+        ctx = list(_unit_rows(rng, 1, 2)[0])
+        d = router.route(embedding=ctx)
+        router.feedback(d.id, float(rng.random() < (0.5 if d.arm == 0 else 0.8)))
+    stats = router.stats()
+    assert stats["budget"]["target_cost"] == 0.4 and abs(stats["budget"]["mean_cost"] - 0.4) < 0.04
+    with TestClient(create_app(config, router=router)) as client:
+        text = client.get("/metrics").text
+    assert "genbandit_router_budget_target_cost 0.4" in text and "genbandit_router_mean_cost" in text
+    router.close()
+
+
+@pytest.mark.parametrize(
+    "extra, policy, message",
+    [
+        ("\n[budget]\ntarget_cost = 0.4\n", "router_helpers:DisjointLinUCB", "keeps a budget"),
+        ("\n[budget]\ntarget_cost = -1\n", "evidence-thompson", "must be > 0"),
+        ("\n[warm_start]\nmodel_column = \"m\"\n", "evidence-thompson", "needs a path"),
+    ],
+)
+def test_router_budget_and_warm_start_are_checked(tmp_path, extra, policy, message):
+    from genbandit.core.validation import InvalidParameterError
+    from genbandit.router import Router
+
+    with pytest.raises(InvalidParameterError, match=message):
+        Router(_router_config(tmp_path, extra, policy=policy))

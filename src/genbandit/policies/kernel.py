@@ -141,6 +141,33 @@ def sherman_morrison_rows(Ainv: np.ndarray, rows: np.ndarray, arms: np.ndarray, 
         Ainv[rows, arms] -= np.einsum("ri,rj->rij", h, h * coef[:, None])
 
 
+class _PerDecisionCache:
+    """Keeps what ``select`` computed for a context so that the ``update`` on the same context reuses it.
+
+    The cache is not learned state: :meth:`state_dict` leaves it out, so a saved policy is the same
+    whether or not a ``select`` came last.
+    """
+
+    def _cache_get(self, contexts: np.ndarray) -> tuple | None:
+        last = getattr(self, "_last", None)
+        if last is not None and last[0].shape == contexts.shape and np.array_equal(last[0], contexts):
+            return last[1:]
+        return None
+
+    def _cache_put(self, contexts: np.ndarray, *values: Any) -> tuple:
+        self._last = (contexts.copy(), *values)
+        return values
+
+    def reset(self, *args: Any, **kwargs: Any):
+        self._last = None
+        return super().reset(*args, **kwargs)
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        state["state"].pop("_last", None)
+        return state
+
+
 def _ucb_index(mu: np.ndarray, sd: np.ndarray, eta: float) -> np.ndarray:
     """``mu + eta sd``, +inf where an arm has no data (``mu`` is inf), without 0 x inf."""
     untried = np.isinf(mu)
@@ -350,7 +377,7 @@ _RFF_CONSTRAINTS = {
 
 
 @register_policy("rffucb")
-class RFFUCB(_RFFMixin, _ContextualPolicy):
+class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
     """RFF-UCB (Hu, Leung & Farnia 2025, Algorithms 4-5): per-arm ridge UCB on random Fourier features of an RBF kernel.
 
     ``phi(y)`` is eq. (1) (``feature_map="cos-sin"``, 2D features) or footnote 2's
@@ -409,20 +436,17 @@ class RFFUCB(_RFFMixin, _ContextualPolicy):
         self._Ainv = np.broadcast_to(np.eye(F) / self.alpha, (n_runs, self.n_arms, F, F)).copy()
         self._b = np.zeros((n_runs, self.n_arms, F))
         self._counts = np.zeros((n_runs, self.n_arms), dtype=np.int64)
-        self._last = None  # (contexts, phi, A^-1 phi) of the last select
         if self.center:
             self._feature_sums = np.zeros((n_runs, self.n_arms, F))  # Phi_g' 1
             self._score_sums = np.zeros((n_runs, self.n_arms))
 
     def _features_and_h(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(phi, A_g^-1 phi for every arm), computed once per context: the ``update`` after a ``select`` on it reuses them."""
-        last = self._last
-        if last is not None and last[0].shape == contexts.shape and np.array_equal(last[0], contexts):
-            return last[1], last[2]
+        cached = self._cache_get(contexts)
+        if cached is not None:
+            return cached
         f = self._features(contexts)
-        h = np.matmul(self._Ainv, f[:, None, :, None])[..., 0]  # (R, G, F)
-        self._last = (contexts.copy(), f, h)
-        return f, h
+        return self._cache_put(contexts, f, np.matmul(self._Ainv, f[:, None, :, None])[..., 0])  # (R, F), (R, G, F)
 
     def ucb(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mu, sigma), ``(n_runs, n_arms)`` each."""

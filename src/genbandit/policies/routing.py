@@ -33,7 +33,7 @@ from ..core.base import Policy
 from ..core.registry import register_policy
 from ..core.validation import Interval, InvalidInputError, check_finite_array
 from ._stats import argmax_random_ties
-from .kernel import sherman_morrison_rows
+from .kernel import _PerDecisionCache, sherman_morrison_rows
 
 __all__ = ["EvidenceThompson", "evidence_ridge"]
 
@@ -76,7 +76,7 @@ def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: f
 
 
 @register_policy("evidence-thompson", "router-default")
-class EvidenceThompson(Policy):
+class EvidenceThompson(_PerDecisionCache, Policy):
     """Empirical-Bayes Thompson sampling over models with a kernel per-prompt deviation (the router's default).
 
     Per model ``g``, a Bayesian linear model on ``[1, phi(y)]``: a flat prior on the intercept
@@ -194,7 +194,7 @@ class EvidenceThompson(Policy):
         self._cost_n = np.zeros((R, G), dtype=np.int64)
         self._log_price = np.full(R, _PRICE_RANGE[0])
         self._spent = np.zeros(R)
-        self._last: tuple | None = None  # (contexts, features, per-model Cinv z) of the last select
+        self._paid = np.zeros(R, dtype=np.int64)
 
     # ------------------------------------------------------------------ features
     def _features(self, contexts: np.ndarray) -> np.ndarray:
@@ -207,14 +207,13 @@ class EvidenceThompson(Policy):
 
         Computed once per context: the ``update`` that follows a ``select`` on the same context reuses them.
         """
-        last = self._last
-        if last is not None and last[0].shape == contexts.shape and np.array_equal(last[0], contexts):
-            return last[1:]
+        cached = self._cache_get(contexts)
+        if cached is not None:
+            return cached
         f = self._features(contexts)
         z = f[:, None, :] - self._phibar
         keys = [_key(x) for x in contexts] if self.max_prompts else None
-        self._last = (contexts.copy(), f, z, np.matmul(self._Cinv, z[..., None])[..., 0], keys)
-        return self._last[1:]
+        return self._cache_put(contexts, f, z, np.matmul(self._Cinv, z[..., None])[..., 0], keys)
 
     # ------------------------------------------------------------------ posterior
     def _noise(self) -> np.ndarray:
@@ -447,11 +446,12 @@ class EvidenceThompson(Policy):
         """Start from a logged table: fold rows ``(context, arm, reward[, cost])`` into every run's state.
 
         Order-free and exact: the result equals the moments of updating on the rows one by one
-        (the hyperparameters are then refitted on all of them). ``contexts`` ``(n, n_features)``,
+        (the hyperparameters are then refitted on all of them). The rows count as rounds (``t``). ``contexts`` ``(n, n_features)``,
         ``arms`` ``(n,)`` ints, ``rewards`` and ``costs`` ``(n,)``. With fewer than
         ``bandwidth_sample`` rows and no bandwidth yet, the rows go to the buffer as live rounds do.
         """
         self._ensure_state(single=False)
+        self._last = None
         owner = type(self).__name__
         X = check_finite_array("contexts", contexts, (None, self.n_features), owner) if np.ndim(contexts) == 2 else None
         if X is None:
@@ -480,6 +480,7 @@ class EvidenceThompson(Policy):
         if c is not None:
             np.add.at(self._cost_sum, (slice(None), a), c)
             np.add.at(self._cost_n, (slice(None), a), 1)
+        self._t += n
         return self
 
     def _update_one(self, r: int, x: np.ndarray, a: int, y: float) -> None:
@@ -512,6 +513,7 @@ class EvidenceThompson(Policy):
         self._cost_sum[rows, actions] += cost
         self._cost_n[rows, actions] += 1
         self._spent += cost
+        self._paid += 1
         self._log_price = np.clip(self._log_price + self.pacer_rate * (cost / self.budget - 1.0), *_PRICE_RANGE)
 
     @property
@@ -521,8 +523,13 @@ class EvidenceThompson(Policy):
 
     @property
     def spent(self) -> np.ndarray:
-        """Total cost of the decisions learned from since the last reset, per run."""
+        """Total cost of the decisions learned from since the last reset (logged rows excluded), per run."""
         return self._spent.copy()
+
+    @property
+    def mean_cost(self) -> np.ndarray:
+        """Mean cost per decision learned from since the last reset (logged rows excluded), per run; 0 before the first."""
+        return self._spent / np.maximum(self._paid, 1)
 
 
 def _thompson(mean: np.ndarray, var: np.ndarray, untried: np.ndarray, rng: np.random.Generator) -> np.ndarray:
