@@ -10,6 +10,8 @@ Side by side in one process, the same prompts in the same random orders for ever
 - ``warm``: router-default warm-started (``fit_logged``) from every logged outcome of one random
   half of the prompts, then serving the other half: quality over its first 100 and 500 requests
   and over the half, against the best single model on the same requests;
+- ``streams``: other full-information streams cut from the real one (by benchmark, recurring prompts,
+  pure-noise context), router-default against Thompson sampling over the models, at several horizons;
 - ``speed``: select + update per decision on the same vectors (3 models, 384-d, 200 random
   features), against ParetoBandit's route + feedback.
 
@@ -140,6 +142,61 @@ def warm(X, R, C, models, orders, best):
     return out + [""]
 
 
+def streams(X, R, C, models, orders, best):
+    """Other full-information streams cut from the real one: by benchmark, with recurring prompts, with pure-noise context."""
+    G, d = R.shape[1], X.shape[1]
+    rng = np.random.default_rng(12345)
+    sources = np.array(_sources())
+    pool = rng.choice(len(X), 300, replace=False)
+    recurring = rng.choice(pool, 3000)
+    noise = rng.standard_normal(X.shape)
+    cuts = {
+        "gsm8k prompts only": (X[sources == "gsm8k"], R[sources == "gsm8k"]),
+        "mmlu prompts only": (X[sources == "mmlu"], R[sources == "mmlu"]),
+        "BIG-Bench Hard prompts only": (X[np.char.startswith(sources, "bbh")], R[np.char.startswith(sources, "bbh")]),
+        "300 prompts drawn 3,000 times (recurring)": (X[recurring], R[recurring]),
+        "the whole stream, context replaced by noise": (noise / np.linalg.norm(noise, axis=1, keepdims=True), R),
+    }
+    out = [
+        "## Other streams: mean reward minus the best single model's (OtB) at several horizons",
+        "",
+        "Thompson = Beta-Bernoulli Thompson sampling over the models (no context); mean ± s.e. over orders.",
+        "",
+        "| stream | router | " + " | ".join(f"t = {h}" for h in (100, 300, 1000, "end")) + " |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, (Xs, Rs) in cuts.items():
+        n = len(Xs)
+        arm = int(Rs.mean(0).argmax())
+        hz = [h for h in (100, 300, 1000) if h < n] + [n]
+        routers = {
+            "router-default": lambda s: PolicyPeer(EvidenceThompson(n_arms=G, n_features=d, seed=s), Xs),
+            "Thompson": lambda s: _ContextFree(ThompsonSampling(n_arms=G, seed=s)),
+        }
+        for label, make in routers.items():
+            curves = []
+            for s in range(len(orders)):
+                order = np.random.default_rng(1000 + s).permutation(n)
+                peer, got = make(s), []
+                for i in order:
+                    a = peer.select(int(i))
+                    peer.update(int(i), a, float(Rs[i, a]), 0.0)
+                    got.append(Rs[i, a] - Rs[i, arm])
+                curves.append(np.cumsum(got)[np.array(hz) - 1] / np.array(hz))
+            c = np.array(curves)
+            se = c.std(0, ddof=1) / np.sqrt(len(c))
+            cells = [f"{m:+.4f} ± {e:.4f}" for m, e in zip(c.mean(0), se)] + [""] * (4 - len(hz))
+            out.append(f"| {name} ({n}) | {label} | " + " | ".join(cells) + " |")
+            print(f"{name} {label}: {c.mean(0)}", file=sys.stderr, flush=True)
+    return out + [""]
+
+
+def _sources() -> list[str]:
+    from genbandit.envs.prompts import load_paretobandit
+
+    return load_paretobandit()[4]
+
+
 def speed(X, R, C, models, n=2000):
     import time
 
@@ -168,7 +225,7 @@ def speed(X, R, C, models, n=2000):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--orders", type=int, default=3)
-    ap.add_argument("--sections", default="quality,budget,warm,speed")
+    ap.add_argument("--sections", default="quality,budget,warm,streams,speed")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     X, R, C, models = paretobandit_table(ParetoBanditReplay())
@@ -183,7 +240,7 @@ def main(argv=None) -> int:
         f"Best single model: {models[best]}, {R[:, best].mean():.4f}.",
         "",
     ]
-    sections = {"quality": quality, "budget": budgets, "warm": warm}
+    sections = {"quality": quality, "budget": budgets, "warm": warm, "streams": streams}
     for name in args.sections.split(","):
         out += speed(X, R, C, models) if name == "speed" else sections[name](X, R, C, models, orders, best)
         print("\n".join(out), file=sys.stderr, flush=True)

@@ -271,6 +271,11 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         s2 = self._noise()
         mean, var = self._posterior(contexts, s2)
         value, weight = self._intercepts()
+        # each model's mean over every prompt seen, not only over the prompts it was played on (a regression adjustment:
+        # a model chosen on hard prompts by the overrides would otherwise look worse than it is)
+        n = self._n[..., None]
+        seen = (n * self._phibar).sum(1, keepdims=True) / np.maximum(n.sum(1, keepdims=True), 1)
+        value = value + ((seen - self._phibar) * self._theta).sum(-1)
         spread = s2 / weight
         if self.budget is not None:
             tried = self._cost_n > 0
