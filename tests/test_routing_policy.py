@@ -278,3 +278,26 @@ def test_router_budget_and_warm_start_are_checked(tmp_path, extra, policy, messa
 
     with pytest.raises(InvalidParameterError, match=message):
         Router(_router_config(tmp_path, extra, policy=policy))
+
+
+def test_router_default_group_replays_each_router_under_a_budget(tmp_path):
+    """The reproduce pak-ucb runner: router-default and ParetoBandit's package under one budget, on 80 real prompts."""
+    from genbandit.experiments.config import load_config
+    from genbandit.experiments.routing import router_unit
+    from genbandit.experiments.runner import plan_units
+
+    config = load_config({
+        "name": "router-default-test", "title": "t", "horizon": 80, "n_runs": 2, "seed": 0, "metrics": ["mean_reward"],
+        "scenarios": [{"name": "real", "environment": "paretobandit-replay", "runner": "genbandit.experiments.routing:router_unit",
+                       "params": {"limit": 80, "cache_dir": str(tmp_path)}, "policies": ["router-default", "ParetoBandit", "best-single"],
+                       "policy_params": {"router-default": {"budget": 0.006}, "ParetoBandit": {"budget": 0.006}}}],
+        "policies": [{"label": "router-default", "policy": "evidence-thompson"}, {"label": "ParetoBandit", "policy": "paretobandit"},
+                     {"label": "best-single"}],
+    })
+    results = {u.policy.label: router_unit(u) for u in plan_units(config)}
+    assert set(results) == {"router-default", "ParetoBandit", "best-single"}
+    for label in ("router-default", "ParetoBandit"):
+        m = results[label].metrics
+        assert len(m["mean_reward"]) == 2 and all(0.0 < v <= 1.0 for v in m["mean_reward"])
+        assert all(0.0 < v < 5.0 for v in m["spend_over_budget"])
+    assert results["best-single"].metrics["otb"] == [0.0, 0.0]
