@@ -186,7 +186,8 @@ def streams(X, R, C, models, orders, best):
                 curves.append(np.cumsum(got)[np.array(hz) - 1] / np.array(hz))
             c = np.array(curves)
             se = c.std(0, ddof=1) / np.sqrt(len(c))
-            cells = [f"{m:+.4f} ± {e:.4f}" for m, e in zip(c.mean(0), se)] + [""] * (4 - len(hz))
+            got = {h: f"{m:+.4f} ± {e:.4f}" for h, m, e in zip(hz, c.mean(0), se)}
+            cells = [got.get(h, "") for h in (100, 300, 1000)] + [got[n]]
             out.append(f"| {name} ({n}) | {label} | " + " | ".join(cells) + " |")
             print(f"{name} {label}: {c.mean(0)}", file=sys.stderr, flush=True)
     return out + [""]
