@@ -239,11 +239,10 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of every model's mean score at each run's context, ``(n_runs, n_arms)`` each."""
         self._ensure_state(single=False)
-        return self._posterior(self._check_contexts(contexts, self._n_runs), self._noise())
+        return self._posterior(self._check_contexts(contexts, self._n_runs), self._noise(), *self._intercepts())
 
-    def _posterior(self, contexts: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _posterior(self, contexts: np.ndarray, s2: np.ndarray, value: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         f, z, h, keys = self._cached(contexts)
-        value, weight = self._intercepts()
         mean = value + (z * self._theta).sum(-1)
         var = s2 * (1.0 / weight + np.maximum((z * h).sum(-1), 0.0))
         if keys is not None:
@@ -269,8 +268,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     # ------------------------------------------------------------------ policy
     def _select(self, contexts: np.ndarray) -> np.ndarray:
         s2 = self._noise()
-        mean, var = self._posterior(contexts, s2)
         value, weight = self._intercepts()
+        mean, var = self._posterior(contexts, s2, value, weight)
         # each model's mean over every prompt seen, not only over the prompts it was played on (a regression adjustment:
         # a model chosen on hard prompts by the overrides would otherwise look worse than it is)
         n = self._n[..., None]
