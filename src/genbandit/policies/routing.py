@@ -5,19 +5,21 @@ payoffs, Agrawal & Goyal 2013) on a hierarchical Bayesian model of each model's 
 
     score_g(y) = b_g + phi(y)' w_g + u_{p(y), g} + noise,
 
-where ``b_g`` is the model's mean score (a flat prior: the context-free part), ``phi`` are random
+where ``b_g`` is the model's mean score (the context-free part), ``phi`` are random
 Fourier features of an RBF kernel on the prompt embedding (Rahimi & Recht 2007; the per-arm kernel
 model of Hu, Leung & Farnia 2025, Algorithms 4-5), ``w_g ~ N(0, alpha_g^-1 I)`` a per-prompt
 deviation whose prior scale is chosen by evidence maximisation (MacKay 1992; Bishop, PRML
 section 3.5.2), and ``u`` the effect of one exact prompt that recurs (one random effect per
 (prompt, model) cell, its variance the part of the residual variance that repeats of a prompt
-do not share). Nothing is a tuned constant: the bandwidth is the median distance between the
+do not share). Nothing is tuned to a stream: the bandwidth is the median distance between the
 first prompts seen (the median heuristic), the noise and the slope prior come from the evidence
-of each model's own data, and the within-prompt noise from the prompts that recurred.
+of each model's own data, and the within-prompt noise from the prompts that recurred; the few
+fixed constants (a confidence level, pseudo-rounds of the priors) are library defaults.
 
-Where the prompt carries no signal the evidence drives ``alpha_g`` up, the deviation to zero and
-the policy to plain Thompson sampling over the models; where it does, the deviation takes over
-prompt by prompt as its posterior sharpens. Shapes: contexts ``(n_runs, n_features)``.
+The base choice is Thompson sampling over the models, ignoring the prompt; the per-prompt
+posterior replaces it only where another model is confidently better at that prompt. Where the
+prompt carries no signal the evidence drives ``alpha_g`` up, the deviation to zero and the
+policy to Thompson sampling over the models. Shapes: contexts ``(n_runs, n_features)``.
 """
 
 from __future__ import annotations
@@ -79,17 +81,34 @@ def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: f
 class EvidenceThompson(_PerDecisionCache, Policy):
     """Empirical-Bayes Thompson sampling over models with a kernel per-prompt deviation (the router's default).
 
-    Per model ``g``, a Bayesian linear model on ``[1, phi(y)]``: a flat prior on the intercept
-    (so the model's running mean is its context-free estimate) and ``w_g ~ N(0, s2_g/lambda_g I)``
+    Per model ``g``, a Bayesian linear model on ``[1, phi(y)]``: an intercept (the model's mean
+    score, shrunk by one pseudo-round to the mean over models) and ``w_g ~ N(0, s2_g/lambda_g I)``
     on the random-feature slopes. With ``n_g`` rounds, feature mean ``phibar_g``, centred scatter
     ``C_g`` and ``z = phi(y) - phibar_g``, the posterior of the model's mean score at ``y`` is
-    ``N(ybar_g + z' theta_g, s2_g (1/n_g + z' (C_g + lambda_g I)^-1 z))``, ``theta_g = (C_g +
-    lambda_g I)^-1 Phi_c' y_c`` (PRML eq. 3.53-3.54 with the intercept integrated out). A round
-    samples every model's posterior and plays the largest (Thompson sampling; Agrawal & Goyal
-    2013 for linear payoffs). ``lambda_g`` and ``s2_g`` maximise the evidence of model ``g``'s
-    data (:func:`evidence_ridge`), refitted whenever ``n_g`` doubles; ``(C_g + lambda_g I)^-1`` is
-    kept by Sherman-Morrison between refits, with the features and ``(C_g + lambda_g I)^-1 z`` of
-    the last ``select`` reused by the ``update`` on the same context.
+    ``N(b_g + z' theta_g, s2_g (1/(n_g + 1) + z' (C_g + lambda_g I)^-1 z))``, ``theta_g = (C_g +
+    lambda_g I)^-1 Phi_c' y_c`` (PRML eqs. 3.53-3.54 with the intercept fitted by the mean).
+    ``lambda_g`` and ``s2_g`` maximise the evidence of model ``g``'s data (:func:`evidence_ridge`),
+    refitted whenever ``n_g`` doubles; ``s2_g`` is shrunk by two pseudo-rounds to the variance
+    pooled over models. ``(C_g + lambda_g I)^-1`` is kept by Sherman-Morrison between refits, with
+    the features and ``(C_g + lambda_g I)^-1 z`` of the last ``select`` reused by the ``update``.
+
+    A round (untried models first):
+
+    1. the base choice is Thompson sampling over the models, ignoring the prompt (Thompson 1933;
+       Agrawal & Goyal 2012): each model's mean over every prompt seen (``b_g`` plus the slopes at
+       the mean feature of all prompts minus ``phibar_g``, a regression adjustment, so a model
+       played on hard prompts does not look worse than it is), drawn from the Beta law with that
+       mean and variance on the observed reward range (its skewed tail keeps a model whose first
+       outcomes were unlucky in play, where a Gaussian draw would freeze it out);
+    2. the model of largest posterior mean at this prompt replaces the base choice when it is
+       better by ``override_z`` posterior standard deviations of the difference (by the larger of
+       ``2 override_z`` and the Gaussian UCB width ``sqrt(2 log t)`` when it is the context-free
+       leader itself, so exploration is cut short only where it is safe);
+    3. where the base model is worse at this prompt than its mean by ``2 override_z`` standard
+       deviations, one draw from every model's posterior at this prompt decides (Thompson
+       sampling for linear payoffs, Agrawal & Goyal 2013).
+
+    ``override_z=None`` plays that per-prompt Thompson draw in every round.
 
     ``phi`` are ``n_components`` random Fourier features ``sqrt(2/D) cos(w.y/sigma + b)``
     (Rahimi & Recht 2007) with ``sigma`` the median distance between the first
@@ -121,6 +140,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         Target mean cost per decision.
     pacer_rate : float
         Step of the log price per budget-sized overspend.
+    override_z : float or None
+        Posterior standard deviations by which a model must beat the base choice at a prompt to
+        replace it (see above); ``None``: per-prompt Thompson sampling in every round.
     seed : None, int or Generator
 
     Examples
