@@ -42,7 +42,9 @@ __all__ = ["EvidenceThompson", "evidence_ridge"]
 _LAMBDA_START = 1e6  # slope prior precision / noise precision before any evidence: no deviation
 _PRIOR_DOF = 2.0  # pseudo-rounds of the pooled variance in each model's noise estimate
 _TINY = 1e-12  # variance floor: rewards that never varied
-_PRICE_RANGE = (math.log(1e-4), math.log(1e4))  # the pacer's log price, in reward per budget-sized cost
+_PRICE_UNIT = 1e-4  # the pacer's price is +-_PRICE_UNIT (exp|u| - 1), in reward per budget-sized cost
+_SUBSIDY = 0.01  # below the budget, the price may fall to -1% of the reward range (it tips near-ties to the dearer model)
+_PRICE_SPAN = math.log(1e8)  # |u| at most: prices up to 1e4
 
 
 def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: float = 1.0, iters: int = 50) -> tuple[float, float, float]:
@@ -123,9 +125,13 @@ class EvidenceThompson(_PerDecisionCache, Policy):
 
     With ``budget`` (a target mean cost per decision) the policy maximises
     ``score - price x cost / budget``, with each model's cost its running mean cost, and the
-    price follows an online dual (sub)gradient step on the cost constraint, in log space:
-    ``log price += pacer_rate x (cost_t / budget - 1)`` (the primal-dual pacing of Agrawal &
-    Devanur 2014 and Balseiro & Gur 2019). Feedback is then ``{"reward": r, "cost": c}``.
+    price follows an online dual (sub)gradient step on the budget, ``u += pacer_rate x (cost_t /
+    budget - 1)``, on a signed log scale, ``price = sign(u) 1e-4 (exp|u| - 1)`` (the primal-dual
+    pacing of Agrawal & Devanur 2014 and Balseiro & Gur 2019, in log space so that one rate fits
+    prices from 1e-4 to 1e4). Below the budget the price may go negative, down to 1% of the reward
+    range: a subsidy that tips near-ties toward the dearer model, so the spend comes to the budget
+    where the models are about as good, without buying a worse model. Feedback is then
+    ``{"reward": r, "cost": c}``.
 
     Parameters
     ----------
@@ -214,7 +220,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self._within = np.zeros((R, 2))  # pooled within-prompt sum of squares, degrees of freedom
         self._cost_sum = np.zeros((R, G))
         self._cost_n = np.zeros((R, G), dtype=np.int64)
-        self._log_price = np.full(R, _PRICE_RANGE[0])
+        self._log_price = np.zeros(R)  # u: the price's signed log scale
         self._spent = np.zeros(R)
         self._paid = np.zeros(R, dtype=np.int64)
 
@@ -300,7 +306,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         spread = s2 / weight
         if self.budget is not None:
             tried = self._cost_n > 0
-            cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (np.exp(self._log_price)[:, None] / self.budget)
+            cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (self.price[:, None] / self.budget)
             mean, value = mean - cost, value - cost
         untried = self._n == 0
         if self.override_z is None:
@@ -540,12 +546,14 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self._cost_n[rows, actions] += 1
         self._spent += cost
         self._paid += 1
-        self._log_price = np.clip(self._log_price + self.pacer_rate * (cost / self.budget - 1.0), *_PRICE_RANGE)
+        floor = -np.log1p(_SUBSIDY * np.maximum(self._ymax - self._ymin, 0.0) / _PRICE_UNIT)
+        self._log_price = np.clip(self._log_price + self.pacer_rate * (cost / self.budget - 1.0), floor, _PRICE_SPAN)
 
     @property
     def price(self) -> np.ndarray:
         """The pacer's current price of a budget-sized cost, in reward, per run (``(n_runs,)``)."""
-        return np.exp(self._log_price)
+        price = np.sign(self._log_price) * _PRICE_UNIT * np.expm1(np.abs(self._log_price))
+        return np.maximum(price, -_SUBSIDY * np.maximum(self._ymax - self._ymin, 0.0))
 
     @property
     def spent(self) -> np.ndarray:
