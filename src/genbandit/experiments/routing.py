@@ -55,7 +55,7 @@ class ParetoBanditPeer:
         if features == "pca":
             lookup = {i: X32[i] for i in range(len(X32))}
             fs = FeatureService(custom_encoder=lambda text: lookup[int(text)], pca_path=DEFAULT_PCA_PATH, embedding_dim=X.shape[1])
-            self.F = np.stack([fs.extract_features(str(i)) for i in range(len(X))])
+            self.F = fs.extract_features_batch([str(i) for i in range(len(X))])  # one PCA transform for every row
         else:
             fs = FeatureService.for_precomputed(X.shape[1])
             self.F = X32
