@@ -118,7 +118,10 @@ def make_peer(label: str, name: str, params: dict, X: np.ndarray, models: list[s
 
 
 def router_unit(unit: Unit, progress: bool = False) -> UnitResult:
-    """Replay one router over ``n_runs`` random orders of the stream (the same orders for every router of the scenario)."""
+    """Replay one router over ``n_runs`` random orders of the stream (the same orders for every router of the scenario).
+
+    ``policy = "paretobandit"`` (declared in ``router_unit.policies``) is ParetoBandit's own router, built here.
+    """
     env = build_environment(unit.scenario, unit.horizon)
     X, rewards, costs, models = paretobandit_table(env)
     env_seed, policy_seed = unit.seeds()
@@ -139,3 +142,6 @@ def router_unit(unit: Unit, progress: bool = False) -> UnitResult:
     return UnitResult(unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=T, n_runs=n_runs,
                       rounds=np.array([T], dtype=np.int64), regret=np.zeros((n_runs, 1)), reward=reward, metrics=metrics,
                       extras={"budget": budget}, wall_time=float(sum(r["us_per_decision"] for r in runs) * T / 1e6))
+
+
+router_unit.policies = ("paretobandit",)

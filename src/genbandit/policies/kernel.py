@@ -144,8 +144,8 @@ def sherman_morrison_rows(Ainv: np.ndarray, rows: np.ndarray, arms: np.ndarray, 
 class _PerDecisionCache:
     """Keeps what ``select`` computed for a context so that the ``update`` on the same context reuses it.
 
-    The cache is not learned state: :meth:`state_dict` leaves it out, so a saved policy is the same
-    whether or not a ``select`` came last.
+    The cache is not learned state: :meth:`state_dict` stores it empty, so a saved policy is the
+    same whether or not a ``select`` came last.
     """
 
     def _cache_get(self, contexts: np.ndarray) -> tuple | None:
@@ -164,7 +164,7 @@ class _PerDecisionCache:
 
     def state_dict(self) -> dict:
         state = super().state_dict()
-        state["state"].pop("_last", None)
+        state["state"]["_last"] = None
         return state
 
 

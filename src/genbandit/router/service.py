@@ -27,7 +27,7 @@ from ..core.base import Policy
 from ..core.registry import POLICIES
 from ..core.validation import InvalidParameterError
 from .config import RouterConfig
-from .embedders import make_embedder
+from .embedders import make_embedder, unit_norm
 from .errors import DecisionNotFound, InvalidValue, PayloadTooLarge, UnknownModel
 from .store import Decision, Store, open_store
 
