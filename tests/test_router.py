@@ -155,14 +155,14 @@ def test_expired_decisions_are_refused(tmp_path):
     router.close()
 
 
-def test_default_policy_is_rff_ucb_and_learns_by_prompt(tmp_path):
-    """The default policy (no [policy] table): RFF-UCB over real prompt embeddings' stand-in, two planted prompt kinds."""
+def test_default_policy_is_evidence_thompson_and_learns_by_prompt(tmp_path):
+    """The default policy (no [policy] table): EvidenceThompson over real prompt embeddings' stand-in, two planted prompt kinds."""
     path = write_config(tmp_path / "router.toml", models=MODELS, embedding={"kind": "none", "dim": 2}, store={"path": str(tmp_path / "s.db")})
     path.write_text(path.read_text().replace('[policy]\nname = "router_helpers:DisjointLinUCB"\nparams = {  }\n', ""))
     config = load_router_config(path)
-    assert config.policy.name == "RFF-UCB" and config.policy.params == {}
+    assert config.policy.name == "evidence-thompson" and config.policy.params == {}
     router = Router(config)
-    assert type(router.policy).name == "RFF-UCB" and router.policy.n_features == 2 and router.policy.n_arms == 2
+    assert type(router.policy).name == "evidence-thompson" and router.policy.n_features == 2 and router.policy.n_arms == 2
     x, z = [1.0, 0.0], [0.0, 1.0]
     for t in range(60):
         ctx = (x, z)[t % 2]

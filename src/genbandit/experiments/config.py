@@ -210,15 +210,19 @@ def check_names(config: ExperimentConfig, where: str = "config") -> None:
         at = f"{where}: scenario {scenario.name!r}"
         declared: tuple[str, ...] | None = ()  # metrics and params a custom runner computes or reads itself
         runner_params: tuple[str, ...] | None = ()
+        runner_policies: tuple[str, ...] = ()  # peers a custom runner builds itself (another package's router)
         if scenario.runner:
             runner = _import_target(scenario.runner, f"{at}: runner")
             declared, runner_params = getattr(runner, "metrics", None), getattr(runner, "params", None)
+            runner_policies = getattr(runner, "policies", ())
         if scenario.environment:
             env_cls = _named(ENVIRONMENTS, scenario.environment, f"{at}: environment")
             if runner_params is not None:
                 params = {k: v for k, v in scenario.params.items() if k not in (*runner_params, *RUN_BUDGET_KEYS)}
                 _check_params("environment", scenario.environment, env_cls, params, f"{at}: params")
         for spec in scenario.policies:
+            if spec.policy in runner_policies:
+                continue
             cls = _named(POLICIES, spec.policy, f"{at}: policy {spec.label!r}")
             _check_params("policy", spec.policy, cls, spec.params, f"{at}: policy {spec.label!r} params")
         for metric in scenario.metrics or config.metrics:

@@ -181,12 +181,14 @@ def _headroom(ctx: ReportContext) -> dict:
     from .units import build_environment as _build
 
     found: dict[str, dict] = {}
+    rooms: dict[str, dict] = {}  # scenarios on the same stream share one headroom analysis
     lines = []
     for scenario in ctx.config.scenarios:
         if scenario.environment not in ("paretobandit-replay", "paretobandit", "prompt-table"):
             continue
         env = _build(scenario, scenario.horizons[-1])
-        room = headroom(env.embeddings(), env.utilities(), groups=np.asarray(env.prompts))
+        stream = repr((scenario.environment, sorted(scenario.params.items())))
+        room = rooms[stream] = rooms.get(stream) or headroom(env.embeddings(), env.utilities(), groups=np.asarray(env.prompts))
         found[scenario.name] = room
         gap = room["cv_ridge_routing"] - room["best_single"]
         lines += [

@@ -5,7 +5,7 @@ Find an algorithm by its paper: ``classic`` (yardsticks), ``speculative`` (Bandi
 (Budgeted Exploration).
 """
 
-from . import combinatorial, kernel, rising, smooth, speculative  # noqa: F401  (registration)
+from . import combinatorial, kernel, rising, routing, smooth, speculative  # noqa: F401  (registration)
 from .classic import EXP3, KLUCB, UCB1, EpsilonGreedy, GaussianThompsonSampling, RandomPolicy, ThompsonSampling
 
 __all__ = ["EXP3", "KLUCB", "UCB1", "EpsilonGreedy", "GaussianThompsonSampling", "RandomPolicy", "ThompsonSampling"]

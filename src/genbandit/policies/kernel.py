@@ -125,6 +125,49 @@ def _sherman_morrison(Ainv: np.ndarray, f: np.ndarray) -> np.ndarray:
     return h
 
 
+def sherman_morrison_rows(Ainv: np.ndarray, rows: np.ndarray, arms: np.ndarray, h: np.ndarray, coef: np.ndarray) -> None:
+    """In place ``Ainv[r, a] -= coef_r h_r h_r'`` for every run ``r`` and its arm ``a`` (``Ainv`` ``(n_runs, n_arms, F, F)``).
+
+    The Sherman-Morrison step ``(A + f f')^-1 = A^-1 - h h' / (1 + f'h)``, ``h = A^-1 f``, with
+    ``coef = 1 / (1 + f'h)``: one BLAS ``ger`` on the matrix itself for a single run, one batched
+    update for several, never a loop over runs.
+    """
+    if rows.size == 1:
+        from scipy.linalg.blas import dger
+
+        # the transposed view of a C-ordered matrix is Fortran-ordered: ger updates it in place (Ainv is symmetric)
+        dger(-float(coef[0]), h[0], h[0], a=Ainv[int(rows[0]), int(arms[0])].T, overwrite_a=1)
+    else:
+        Ainv[rows, arms] -= np.einsum("ri,rj->rij", h, h * coef[:, None])
+
+
+class _PerDecisionCache:
+    """Keeps what ``select`` computed for a context so that the ``update`` on the same context reuses it.
+
+    The cache is not learned state: :meth:`state_dict` stores it empty, so a saved policy is the
+    same whether or not a ``select`` came last.
+    """
+
+    def _cache_get(self, contexts: np.ndarray) -> tuple | None:
+        last = getattr(self, "_last", None)
+        if last is not None and last[0].shape == contexts.shape and np.array_equal(last[0], contexts):
+            return last[1:]
+        return None
+
+    def _cache_put(self, contexts: np.ndarray, *values: Any) -> tuple:
+        self._last = (contexts.copy(), *values)
+        return values
+
+    def reset(self, *args: Any, **kwargs: Any):
+        self._last = None
+        return super().reset(*args, **kwargs)
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        state["state"]["_last"] = None
+        return state
+
+
 def _ucb_index(mu: np.ndarray, sd: np.ndarray, eta: float) -> np.ndarray:
     """``mu + eta sd``, +inf where an arm has no data (``mu`` is inf), without 0 x inf."""
     untried = np.isinf(mu)
@@ -334,7 +377,7 @@ _RFF_CONSTRAINTS = {
 
 
 @register_policy("rffucb")
-class RFFUCB(_RFFMixin, _ContextualPolicy):
+class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
     """RFF-UCB (Hu, Leung & Farnia 2025, Algorithms 4-5): per-arm ridge UCB on random Fourier features of an RBF kernel.
 
     ``phi(y)`` is eq. (1) (``feature_map="cos-sin"``, 2D features) or footnote 2's
@@ -397,10 +440,17 @@ class RFFUCB(_RFFMixin, _ContextualPolicy):
             self._feature_sums = np.zeros((n_runs, self.n_arms, F))  # Phi_g' 1
             self._score_sums = np.zeros((n_runs, self.n_arms))
 
+    def _features_and_h(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(phi, A_g^-1 phi for every arm), computed once per context: the ``update`` after a ``select`` on it reuses them."""
+        cached = self._cache_get(contexts)
+        if cached is not None:
+            return cached
+        f = self._features(contexts)
+        return self._cache_put(contexts, f, np.matmul(self._Ainv, f[:, None, :, None])[..., 0])  # (R, F), (R, G, F)
+
     def ucb(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mu, sigma), ``(n_runs, n_arms)`` each."""
-        f = self._features(contexts)
-        h = np.matmul(self._Ainv, f[:, None, :, None])[..., 0]  # (R, G, F)
+        f, h = self._features_and_h(contexts)
         mu = (h * self._b).sum(-1)
         if self.center:
             mean = self._score_sums / np.maximum(self._counts, 1)
@@ -414,9 +464,10 @@ class RFFUCB(_RFFMixin, _ContextualPolicy):
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray) -> None:
         rows = np.arange(actions.shape[0])
-        f = self._features(contexts)
-        for r, arm in enumerate(actions):
-            _sherman_morrison(self._Ainv[r, arm], f[r])
+        f, h = self._features_and_h(contexts)
+        self._last = None
+        h = h[rows, actions]
+        sherman_morrison_rows(self._Ainv, rows, actions, h, 1.0 / (1.0 + (f * h).sum(-1)))
         self._b[rows, actions] += feedback[:, None] * f
         self._counts[rows, actions] += 1
         if self.center:

@@ -9,7 +9,8 @@ POST /v1/chat/completions client  OpenAI chat format; ``model = "auto"`` routes,
                                   forwards to the upstream and returns its answer unchanged (streamed when
                                   ``stream`` is true), with ``x-genbandit-decision-id`` and ``x-genbandit-model``
 GET  /v1/models           client  the OpenAI model list: ``auto`` and every configured model
-GET  /v1/stats            read    pulls, feedback and mean reward per model; the newest decisions
+GET  /v1/stats            read    pulls, feedback and mean reward per model; the newest decisions; spend against
+                                  the [budget] target when there is one
 GET  /v1/decisions/{id}   read    one decision: model, time, reward
 GET  /v1/admin/state      admin   the policy's ``state_dict``
 POST /v1/admin/snapshot   admin   save the policy state to the store now
@@ -82,6 +83,9 @@ class _Metrics:
         self.reward = Summary("genbandit_router_reward", "Rewards received by model", ["model"], registry=r)
         self.upstream = Histogram("genbandit_router_upstream_seconds", "Upstream answer time", ["model", "outcome"], registry=r)
         self.rounds = Gauge("genbandit_router_policy_rounds", "Feedbacks the in-memory policy has learned from", registry=r)
+        self.budget = Gauge("genbandit_router_budget_target_cost", "[budget] target mean cost per request", registry=r)
+        self.mean_cost = Gauge("genbandit_router_mean_cost", "Mean cost per request the policy has learned from", registry=r)
+        self.price = Gauge("genbandit_router_cost_price", "The budget pacer's price of a budget-sized cost, in reward", registry=r)
 
 
 # ------------------------------------------------------------------------------------------ keys
@@ -482,6 +486,10 @@ def create_app(config: RouterConfig, *, router: Router | None = None, **router_o
         r = router if router is not None else await asyncio.to_thread(lambda: Router(config, **router_options))
         holder["router"] = app.state.router = r
         metrics.rounds.set_function(lambda: r.policy.t)
+        if r.budget is not None:
+            metrics.budget.set(r.budget)
+            metrics.mean_cost.set_function(lambda: float(r.policy.mean_cost[0]))
+            metrics.price.set_function(r.price)
         holder["http"] = httpx.AsyncClient(timeout=httpx.Timeout(sv.upstream_timeout_s, connect=min(10.0, sv.upstream_timeout_s)))
         try:
             yield

@@ -32,8 +32,19 @@ A config, in full (every table but ``[[models]]`` is optional)::
     renamed_from = "qwen-small"   # optional: this model was called that; what was learned about it stays
 
     [policy]
-    name = "RFF-UCB"              # any registered contextual policy, or "package.module:Class"
+    name = "evidence-thompson"    # the default; any registered contextual policy, or "package.module:Class"
     params = { }                  # n_arms and n_features are filled in
+
+    [budget]
+    target_cost = 0.004           # optional: the mean cost per request to keep (the [[models]] costs' unit);
+                                  # the policy prices cost online to hold it (a policy with a ``budget`` parameter)
+
+    [warm_start]
+    path = "logged.csv"           # optional: CSV or Parquet of logged outcomes, folded in when the store is new
+    prompt_column = "prompt"      # or embedding_column = "embedding" (a list of numbers per row)
+    model_column = "model"        # model names as in [[models]]
+    reward_column = "reward"
+    cost_column = "cost"          # optional (default: the model's configured cost)
 
     [embedding]
     kind = "sentence-transformers"  # or "hashing" (no model), or "none" (clients send embeddings)
@@ -71,7 +82,8 @@ from typing import Any
 
 from ..core.validation import InvalidParameterError
 
-__all__ = ["RouterConfig", "ModelSpec", "ServerSpec", "PolicySpec", "EmbeddingSpec", "StoreSpec", "AuthSpec", "load_router_config"]
+__all__ = ["RouterConfig", "ModelSpec", "ServerSpec", "PolicySpec", "EmbeddingSpec", "StoreSpec", "AuthSpec", "BudgetSpec", "WarmStartSpec",
+           "load_router_config"]
 
 
 @dataclass(frozen=True)
@@ -112,8 +124,23 @@ class ServerSpec:
 
 @dataclass(frozen=True)
 class PolicySpec:
-    name: str = "RFF-UCB"
+    name: str = "evidence-thompson"
     params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    target_cost: float | None = None
+
+
+@dataclass(frozen=True)
+class WarmStartSpec:
+    path: str | None = None
+    prompt_column: str | None = "prompt"
+    embedding_column: str | None = None
+    model_column: str = "model"
+    reward_column: str = "reward"
+    cost_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,13 +177,15 @@ class RouterConfig:
     embedding: EmbeddingSpec = EmbeddingSpec()
     store: StoreSpec = StoreSpec()
     auth: AuthSpec = AuthSpec()
+    budget: BudgetSpec = BudgetSpec()
+    warm_start: WarmStartSpec = WarmStartSpec()
 
     @property
     def model_names(self) -> list[str]:
         return [m.name for m in self.models]
 
 
-_TABLES = {"server", "models", "policy", "embedding", "store", "auth"}
+_TABLES = {"server", "models", "policy", "embedding", "store", "auth", "budget", "warm_start"}
 
 
 def _fail(where: str, message: str) -> None:
@@ -291,7 +320,7 @@ def load_router_config(source: str | Path | dict) -> RouterConfig:
     params = p.get("params", {})
     if not isinstance(params, dict) or {"n_arms", "n_features"} & set(params):
         _fail("[policy] params", "must be a table without n_arms and n_features (the router fills them in).")
-    policy = PolicySpec(name=_string(p.get("name", "RFF-UCB"), "[policy] name"), params=params)
+    policy = PolicySpec(name=_string(p.get("name", PolicySpec.name), "[policy] name"), params=params)
 
     e = _check_keys(raw.get("embedding", {}), set(EmbeddingSpec.__dataclass_fields__), "[embedding]")
     kind = e.get("kind", "sentence-transformers")
@@ -328,4 +357,17 @@ def load_router_config(source: str | Path | dict) -> RouterConfig:
     auth = AuthSpec(**{r: _keys(a, r) for r in roles})
     if not (auth.feedback_keys or auth.admin_keys):
         _fail("[auth]", "name at least one feedback or admin key: feedback changes the policy and must not be open.")
-    return RouterConfig(models=models, server=server, policy=policy, embedding=embedding, store=store, auth=auth)
+    b = _check_keys(raw.get("budget", {}), {"target_cost"}, "[budget]")
+    budget = BudgetSpec(target_cost=_number(b["target_cost"], "[budget] target_cost", 0.0, strict=True) if "target_cost" in b else None)
+    if budget.target_cost is not None and not any(m.cost > 0 for m in models):
+        _fail("[budget]", "needs a cost on the [[models]] (cost = ...) to keep a target cost.")
+    if budget.target_cost is not None and "budget" in params:
+        _fail("[policy] params", "must not set budget: [budget] target_cost sets it.")
+    w = _check_keys(raw.get("warm_start", {}), set(WarmStartSpec.__dataclass_fields__), "[warm_start]")
+    columns = {k: _string(w[k], f"[warm_start] {k}") for k in w if k != "path"}
+    warm = WarmStartSpec(path=_string(w["path"], "[warm_start] path"), **columns) if "path" in w else WarmStartSpec()
+    if w and "path" not in w:
+        _fail("[warm_start]", "needs a path (the logged table).")
+    if "embedding_column" in w and "prompt_column" not in w:
+        warm = WarmStartSpec(**{**warm.__dict__, "prompt_column": None})
+    return RouterConfig(models=models, server=server, policy=policy, embedding=embedding, store=store, auth=auth, budget=budget, warm_start=warm)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
+import json
 import logging
 import math
 import sys
@@ -26,7 +28,7 @@ from ..core.registry import POLICIES
 from ..core.validation import InvalidParameterError
 from ..policies.propensity import action_probabilities
 from .config import RouterConfig
-from .embedders import make_embedder
+from .embedders import make_embedder, unit_norm
 from .errors import DecisionNotFound, InvalidValue, PayloadTooLarge, UnknownModel
 from .store import Decision, Store, open_store
 
@@ -102,7 +104,15 @@ class Router:
                     f"{cls.__name__} learns rewards in {list(cls.reward_range)}, but this config can give it "
                     f"reward - cost_weight * cost outside that range (reward_range {list(sw.reward_range)})."
                 )
-        fresh = cls(n_arms=self.n_arms, n_features=self.dim, **config.policy.params)
+        params = dict(config.policy.params)
+        self.budget = config.budget.target_cost
+        if self.budget is not None:
+            if "budget" not in inspect.signature(cls.__init__).parameters:
+                raise InvalidParameterError(f"[budget] needs a policy that keeps a budget (a 'budget' parameter); {cls.__name__} has none.")
+            params["budget"] = self.budget
+        fresh = cls(n_arms=self.n_arms, n_features=self.dim, **params)
+        if config.warm_start.path:  # the store keeps it only if it is new (init_snapshot)
+            self.fold_logged(fresh, config.warm_start)
         self.store = store if store is not None else open_store(config.store, recent_size=max(200, sw.recent_decisions))
         ids = self.store.register_models(config.model_names, self._renames())
         self._ids = [ids[name] for name in config.model_names]  # store id of each arm
@@ -202,12 +212,44 @@ class Router:
                 for e in entries:
                     arm = self._index_of_id.get(e.arm)
                     if arm is not None:
-                        self.policy.update(arm, e.reward - self._offsets[arm], e.context)
+                        value = e.reward - self._offsets[arm]
+                        self.policy.update(arm, value if self.budget is None else {"reward": value, "cost": self.config.models[arm].cost}, e.context)
                     self._cursor = e.cursor
                 applied += len(entries)
                 self._since_snapshot += len(entries)
                 if len(entries) < 1000:
                     return applied
+
+    def fold_logged(self, policy: Policy, spec) -> int:
+        """Fold the logged table of ``[warm_start]`` into ``policy`` with its ``fit_logged``; returns the rows."""
+        import pandas as pd
+
+        if not hasattr(policy, "fit_logged"):
+            raise InvalidParameterError(f"[warm_start] needs a policy that folds logged rows (fit_logged); {type(policy).__name__} has none.")
+        path = spec.path
+        frame = pd.read_parquet(path) if str(path).endswith((".parquet", ".pq")) else pd.read_csv(path)
+        need = [c for c in (spec.prompt_column or spec.embedding_column, spec.model_column, spec.reward_column, spec.cost_column) if c]
+        missing = [c for c in need if c not in frame]
+        if missing:
+            raise InvalidParameterError(f"[warm_start] {path} has no column(s) {', '.join(missing)}; columns: {list(frame.columns)}.")
+        unknown = sorted(set(frame[spec.model_column].astype(str)) - set(self._by_name))
+        if unknown:
+            raise InvalidParameterError(f"[warm_start] {path} names models that are not in [[models]]: {', '.join(unknown)}.")
+        arms = frame[spec.model_column].astype(str).map(self._by_name).to_numpy(dtype=np.int64)
+        if spec.embedding_column:
+            raw = [json.loads(v) if isinstance(v, str) else v for v in frame[spec.embedding_column]]
+            contexts = np.stack([unit_norm(np.asarray(v, dtype=float)) for v in raw])
+        else:
+            if self.embedder is None:
+                raise InvalidParameterError("[warm_start] with prompts needs an embedder ([embedding] kind is 'none'): give embedding_column.")
+            contexts = np.asarray(self.embedder.encode(frame[spec.prompt_column].astype(str).tolist()), dtype=float)
+        rewards = frame[spec.reward_column].to_numpy(dtype=float)
+        model_costs = np.array([m.cost for m in self.config.models])
+        costs = frame[spec.cost_column].to_numpy(dtype=float) if spec.cost_column else model_costs[arms]
+        values = rewards - self.config.server.cost_weight * model_costs[arms]
+        policy.fit_logged(contexts, arms, values, costs)
+        log.info("router %s: %d logged rows of %s folded into the initial state", self.replica_id, len(frame), path)
+        return len(frame)
 
     def snapshot_due(self) -> bool:
         return self._since_snapshot >= self.config.store.snapshot_every
@@ -380,7 +422,7 @@ class Router:
             fb = c["feedback"]
             models.append({"name": m.name, "pulls": c["pulls"], "feedback": fb, "mean_reward": c["reward_sum"] / fb if fb else None, "cost": m.cost})
         recent_rows = [{**r, "model": self.model_name(r.pop("arm"))} for r in self.store.recent(n)] if n else []
-        return {
+        out = {
             "policy": type(self.policy).name or type(self.policy).__name__,
             "policy_rounds": self.policy.t,
             "log_position": self._cursor,
@@ -391,6 +433,15 @@ class Router:
             "models": models,
             "recent": recent_rows,
         }
+        if self.budget is not None:
+            paid = sum(m["feedback"] for m in models)
+            spend = sum(m["feedback"] * m["cost"] for m in models)
+            out["budget"] = {"target_cost": self.budget, "mean_cost": spend / paid if paid else None, "spend": spend, "price": self.price()}
+        return out
+
+    def price(self) -> float | None:
+        """The policy's current price of a budget-sized cost (None without a budget)."""
+        return None if self.budget is None else float(self.policy.price[0])
 
     def close(self) -> None:
         """Save a final snapshot and release the store."""

@@ -1,0 +1,577 @@
+"""The router's default policy: empirical-Bayes Thompson sampling over models, with a per-prompt deviation.
+
+:class:`EvidenceThompson` plays Thompson sampling over the models (Thompson 1933; for linear
+payoffs, Agrawal & Goyal 2013) on a hierarchical Bayesian model of each model's score:
+
+    score_g(y) = b_g + phi(y)' w_g + u_{p(y), g} + noise,
+
+where ``b_g`` is the model's mean score (the context-free part), ``phi`` are random
+Fourier features of an RBF kernel on the prompt embedding (Rahimi & Recht 2007; the per-arm kernel
+model of Hu, Leung & Farnia 2025, Algorithms 4-5), ``w_g ~ N(0, alpha_g^-1 I)`` a per-prompt
+deviation whose prior scale is chosen by evidence maximisation (MacKay 1992; Bishop, PRML
+section 3.5.2), and ``u`` the effect of one exact prompt that recurs (one random effect per
+(prompt, model) cell, its variance the part of the residual variance that repeats of a prompt
+do not share). Nothing is tuned to a stream: the bandwidth is the median distance between the
+first prompts seen (the median heuristic), the noise and the slope prior come from the evidence
+of each model's own data, and the within-prompt noise from the prompts that recurred; the few
+fixed constants (a confidence level, pseudo-rounds of the priors) are library defaults.
+
+The base choice is Thompson sampling over the models, ignoring the prompt; the per-prompt
+posterior replaces it only where another model is confidently better at that prompt. Where the
+prompt carries no signal the evidence drives ``alpha_g`` up, the deviation to zero and the
+policy to Thompson sampling over the models. Shapes: contexts ``(n_runs, n_features)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+from ..core.base import Policy
+from ..core.registry import register_policy
+from ..core.validation import Interval, InvalidInputError, check_finite_array
+from ._stats import argmax_random_ties
+from .kernel import _PerDecisionCache, sherman_morrison_rows
+
+__all__ = ["EvidenceThompson", "evidence_ridge"]
+
+_LAMBDA_START = 1e6  # slope prior precision / noise precision before any evidence: no deviation
+_PRIOR_DOF = 2.0  # pseudo-rounds of the pooled variance in each model's noise estimate
+_TINY = 1e-12  # variance floor: rewards that never varied
+_PRICE_UNIT = 1e-4  # the pacer's price is +-_PRICE_UNIT (exp|u| - 1), in reward per budget-sized cost
+_SUBSIDY = 0.01  # below the budget, the price may fall to -1% of the reward range (it tips near-ties to the dearer model)
+_PRICE_SPAN = math.log(1e8)  # |u| at most: prices up to 1e4
+
+
+def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: float = 1.0, iters: int = 50) -> tuple[float, float, float]:
+    """Evidence maximisation for Bayesian ridge regression on centred data (Bishop, PRML eqs. 3.91-3.95).
+
+    ``eig`` are the eigenvalues of the centred scatter ``C = Phi_c' Phi_c`` and ``proj`` the
+    centred cross moment ``Phi_c' y_c`` in its eigenbasis; ``syy = y_c' y_c`` and ``n`` the rows
+    (the intercept, fitted by the mean, takes one degree of freedom). MacKay's fixed point:
+    ``gamma = sum e_i / (e_i + lambda)``, ``alpha = gamma / |m|^2``,
+    ``1/beta = RSS / (n - 1 - gamma)``, ``lambda = alpha / beta``.
+    Returns ``(lambda, noise variance 1/beta, gamma)``.
+
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X @ [1.0, -2.0, 0.5] + 0.1 * rng.normal(size=200)
+    >>> Xc, yc = X - X.mean(0), y - y.mean(); e, V = np.linalg.eigh(Xc.T @ Xc)
+    >>> lam, s2, gamma = evidence_ridge(e, V.T @ (Xc.T @ yc), float(yc @ yc), 200)
+    >>> round(s2, 3), round(gamma, 2)
+    (0.011, 3.0)
+    """
+    eig = np.maximum(eig, 0.0)
+    s2 = syy / max(n - 1, 1)
+    for _ in range(iters):
+        m = proj / (eig + lam)
+        gamma = float((eig / (eig + lam)).sum())
+        rss = max(syy - 2.0 * float(m @ proj) + float((eig * m * m).sum()), 0.0)
+        s2 = max(rss / max(n - 1 - gamma, 1e-9), 1e-12)
+        mm = float(m @ m)
+        new = float(np.clip(s2 * gamma / mm, 1e-8, _LAMBDA_START)) if mm > 0 and gamma > 0 else _LAMBDA_START
+        if abs(math.log(new / lam)) < 1e-4:
+            lam = new
+            break
+        lam = new
+    return lam, s2, float((eig / (eig + lam)).sum())
+
+
+@register_policy("evidence-thompson", "router-default")
+class EvidenceThompson(_PerDecisionCache, Policy):
+    """Empirical-Bayes Thompson sampling over models with a kernel per-prompt deviation (the router's default).
+
+    Per model ``g``, a Bayesian linear model on ``[1, phi(y)]``: an intercept (the model's mean
+    score, shrunk by one pseudo-round to the mean over models) and ``w_g ~ N(0, s2_g/lambda_g I)``
+    on the random-feature slopes. With ``n_g`` rounds, feature mean ``phibar_g``, centred scatter
+    ``C_g`` and ``z = phi(y) - phibar_g``, the posterior of the model's mean score at ``y`` is
+    ``N(b_g + z' theta_g, s2_g (1/(n_g + 1) + z' (C_g + lambda_g I)^-1 z))``, ``theta_g = (C_g +
+    lambda_g I)^-1 Phi_c' y_c`` (PRML eqs. 3.53-3.54 with the intercept fitted by the mean).
+    ``lambda_g`` and ``s2_g`` maximise the evidence of model ``g``'s data (:func:`evidence_ridge`),
+    refitted whenever ``n_g`` doubles; ``s2_g`` is shrunk by two pseudo-rounds to the variance
+    pooled over models. ``(C_g + lambda_g I)^-1`` is kept by Sherman-Morrison between refits, with
+    the features and ``(C_g + lambda_g I)^-1 z`` of the last ``select`` reused by the ``update``.
+
+    A round (untried models first):
+
+    1. the base choice is Thompson sampling over the models, ignoring the prompt (Thompson 1933;
+       Agrawal & Goyal 2012): each model's mean over every prompt seen (``b_g`` plus the slopes at
+       the mean feature of all prompts minus ``phibar_g``, a regression adjustment, so a model
+       played on hard prompts does not look worse than it is), drawn from the Beta law with that
+       mean and variance on the observed reward range (its skewed tail keeps a model whose first
+       outcomes were unlucky in play, where a Gaussian draw would freeze it out);
+    2. the model of largest posterior mean at this prompt replaces the base choice when it is
+       better by ``override_z`` posterior standard deviations of the difference (by the larger of
+       ``2 override_z`` and the Gaussian UCB width ``sqrt(2 log t)`` when it is the context-free
+       leader itself, so exploration is cut short only where it is safe);
+    3. where the base model is worse at this prompt than its mean by ``2 override_z`` standard
+       deviations, one draw from every model's posterior at this prompt decides (Thompson
+       sampling for linear payoffs, Agrawal & Goyal 2013).
+
+    ``override_z=None`` plays that per-prompt Thompson draw in every round.
+
+    ``phi`` are ``n_components`` random Fourier features ``sqrt(2/D) cos(w.y/sigma + b)``
+    (Rahimi & Recht 2007) with ``sigma`` the median distance between the first
+    ``bandwidth_sample`` prompts (the median heuristic); until then the policy is Thompson
+    sampling over the models and the prompts wait in a buffer.
+
+    A prompt seen before (same embedding) adds a random effect per (prompt, model) with variance
+    ``tau2_g = max(s2_g - s2_within, 0)``, where ``s2_within`` is the pooled variance of repeated
+    outcomes of the same (prompt, model): its observations move that prompt's estimate by their
+    precision (a normal-normal update), so a recurring prompt whose best model differs is
+    routed to it. The ``max_prompts`` newest prompts are kept.
+
+    With ``budget`` (a target mean cost per decision) the policy maximises
+    ``score - price x cost / budget``, with each model's cost its running mean cost, and the
+    price follows an online dual (sub)gradient step on the budget, ``u += pacer_rate x (cost_t /
+    budget - 1)``, on a signed log scale, ``price = sign(u) 1e-4 (exp|u| - 1)`` (the primal-dual
+    pacing of Agrawal & Devanur 2014 and Balseiro & Gur 2019, in log space so that one rate fits
+    prices from 1e-4 to 1e4). Below the budget the price may go negative, down to 1% of the reward
+    range: a subsidy that tips near-ties toward the dearer model, so the spend comes to the budget
+    where the models are about as good, without buying a worse model. Feedback is then
+    ``{"reward": r, "cost": c}``.
+
+    Parameters
+    ----------
+    n_arms, n_features : int
+    n_components : int
+        Random Fourier features (D).
+    bandwidth_sample : int
+        Prompts whose median pairwise distance sets the RBF bandwidth.
+    max_prompts : int
+        Recurring-prompt cells kept (oldest forgotten first); 0 turns them off.
+    budget : float or None
+        Target mean cost per decision.
+    pacer_rate : float
+        Step of the log price per budget-sized overspend.
+    override_z : float or None
+        Posterior standard deviations by which a model must beat the base choice at a prompt to
+        replace it (see above); ``None``: per-prompt Thompson sampling in every round.
+    seed : None, int or Generator
+
+    Examples
+    --------
+    >>> from genbandit.policies.routing import EvidenceThompson
+    >>> rng = np.random.default_rng(0)
+    >>> centres = rng.normal(size=(2, 8)); policy = EvidenceThompson(n_arms=2, n_features=8, seed=0)
+    >>> for t in range(400):
+    ...     c = t % 2; y = centres[c] + 0.1 * rng.normal(size=8)
+    ...     arm = policy.select(y)
+    ...     _ = policy.update(arm, float(rng.random() < (0.8 if arm == c else 0.3)), context=y)
+    >>> [policy.select(centres[c] + 0.1 * rng.normal(size=8)) for c in (0, 1, 0, 1)]
+    [0, 1, 0, 1]
+    """
+
+    name = "evidence-thompson"
+    contextual = True
+    _parameter_constraints = {
+        "n_features": [Interval(Integral, 1, None, "left")],
+        "n_components": [Interval(Integral, 1, None, "left")],
+        "bandwidth_sample": [Interval(Integral, 2, None, "left")],
+        "max_prompts": [Interval(Integral, 0, None, "left")],
+        "budget": [None, Interval(Real, 0, None, "neither")],
+        "pacer_rate": [Interval(Real, 0, None, "neither")],
+        "override_z": [None, Interval(Real, 0, None, "left")],
+    }
+
+    def __init__(self, n_arms: int, n_features: int, n_components: int = 200, bandwidth_sample: int = 32, max_prompts: int = 100_000,
+                 budget: float | None = None, pacer_rate: float = 0.05, override_z: float | None = 1.0, seed=None) -> None:
+        self.n_arms = n_arms
+        self.n_features = n_features
+        self.n_components = n_components
+        self.bandwidth_sample = bandwidth_sample
+        self.max_prompts = max_prompts
+        self.budget = budget
+        self.pacer_rate = pacer_rate
+        self.override_z = override_z
+        self.seed = seed
+
+    @classmethod
+    def _check_examples(cls):
+        from ..envs.prompts import Setup4Synthetic
+
+        env = Setup4Synthetic(setup="expert", contexts="gaussian", dim=6, n_prompts_per_category=8, seed=1)
+        return [(cls(n_arms=5, n_features=6, n_components=20, bandwidth_sample=8, seed=0), env)]
+
+    # ------------------------------------------------------------------ state
+    def _init_state(self, n_runs: int) -> None:
+        R, G, D, d = n_runs, self.n_arms, self.n_components, self.n_features
+        self._freq = self._rng.standard_normal((R, D, d))  # divided by the bandwidth once it is known
+        self._ready = False  # every run has its bandwidth
+        self._phase = self._rng.uniform(0.0, 2.0 * np.pi, (R, D))
+        self._bandwidth = np.zeros(R)  # 0 until the median heuristic has its sample
+        self._buffer: list[list[tuple[np.ndarray, int, float]]] = [[] for _ in range(R)]
+        self._n = np.zeros((R, G), dtype=np.int64)
+        self._ybar = np.zeros((R, G))
+        self._syy = np.zeros((R, G))
+        self._phibar = np.zeros((R, G, D))
+        self._cxy = np.zeros((R, G, D))
+        self._Cinv = np.broadcast_to(np.eye(D) / _LAMBDA_START, (R, G, D, D)).copy()
+        self._theta = np.zeros((R, G, D))
+        self._lam = np.full((R, G), _LAMBDA_START)
+        self._s2 = np.zeros((R, G))
+        self._ymin = np.full(R, np.inf)
+        self._ymax = np.full(R, -np.inf)
+        self._gamma = np.zeros((R, G))
+        self._next_fit = np.zeros((R, G), dtype=np.int64)
+        self._cells: list[dict[str, np.ndarray]] = [{} for _ in range(R)]
+        self._within = np.zeros((R, 2))  # pooled within-prompt sum of squares, degrees of freedom
+        self._cost_sum = np.zeros((R, G))
+        self._cost_n = np.zeros((R, G), dtype=np.int64)
+        self._log_price = np.zeros(R)  # u: the price's signed log scale
+        self._spent = np.zeros(R)
+        self._paid = np.zeros(R, dtype=np.int64)
+
+    # ------------------------------------------------------------------ features
+    def _features(self, contexts: np.ndarray) -> np.ndarray:
+        """phi(y) for each run's context, ``(n_runs, D)`` (zeros where the bandwidth is not set yet)."""
+        f = math.sqrt(2.0 / self.n_components) * np.cos(np.matmul(self._freq, contexts[:, :, None])[..., 0] + self._phase)
+        return f if self._ready else f * (self._bandwidth > 0)[:, None]
+
+    def _cached(self, contexts: np.ndarray) -> tuple:
+        """(features, ``phi - phibar_g``, ``(C_g + lambda_g I)^-1 (phi - phibar_g)``, prompt keys) of each run's context.
+
+        Computed once per context: the ``update`` that follows a ``select`` on the same context reuses them.
+        """
+        cached = self._cache_get(contexts)
+        if cached is not None:
+            return cached
+        f = self._features(contexts)
+        z = f[:, None, :] - self._phibar
+        keys = [_key(x) for x in contexts] if self.max_prompts else None
+        return self._cache_put(contexts, f, z, np.matmul(self._Cinv, z[..., None])[..., 0], keys)
+
+    # ------------------------------------------------------------------ posterior
+    def _noise(self) -> np.ndarray:
+        """Each model's noise variance: its evidence estimate, shrunk by two pseudo-rounds to the variance pooled over models.
+
+        The pooled within-model variance (empirical Bayes across models; before any model has two
+        rounds, ``(range / 2)^2`` with ``range`` the spread of the rewards seen) keeps a model whose
+        first few outcomes happened to agree from looking certain, so it is not frozen out.
+        """
+        dof = np.maximum(self._n - 1 - self._gamma, 0.0)
+        fitted = np.where(self._s2 > 0, self._s2, self._syy / np.maximum(self._n - 1, 1))  # the sample variance before the first fit
+        within = np.maximum(self._n - 1, 0).sum(1)
+        wide = np.maximum(((self._ymax - self._ymin) / 2.0) ** 2, _TINY)
+        prior = np.where(within > 0, np.maximum(self._syy.sum(1), _TINY) / np.maximum(within, 1), wide)[:, None]
+        return (_PRIOR_DOF * prior + dof * fitted) / (_PRIOR_DOF + dof)
+
+    def _intercepts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each model's mean score and its weight: the running mean with one pseudo-round at the mean over models."""
+        n = self._n
+        grand = (self._ybar * n).sum(1, keepdims=True) / np.maximum(n.sum(1, keepdims=True), 1)
+        return (grand + n * self._ybar) / (n + 1.0), n + 1.0
+
+    def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and variance of every model's mean score at each run's context, ``(n_runs, n_arms)`` each."""
+        self._ensure_state(single=False)
+        return self._posterior(self._check_contexts(contexts, self._n_runs), self._noise(), *self._intercepts())
+
+    def _posterior(self, contexts: np.ndarray, s2: np.ndarray, value: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f, z, h, keys = self._cached(contexts)
+        mean = value + (z * self._theta).sum(-1)
+        var = s2 * (1.0 / weight + np.maximum((z * h).sum(-1), 0.0))
+        if keys is not None:
+            mean, var = self._with_cells(keys, mean, var, s2)
+        return mean, var
+
+    def _with_cells(self, keys: list[str], mean: np.ndarray, var: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The normal-normal update of each model's estimate by a recurring prompt's own outcomes."""
+        for r, key in enumerate(keys):
+            cell = self._cells[r].get(key)
+            if cell is None:
+                continue
+            ss, dof = self._within[r]
+            pooled = s2[r].max()
+            within = max((pooled + ss) / (1.0 + dof), _TINY)
+            k = cell[:, 0]
+            prior = np.maximum(var[r] + np.maximum(s2[r] - within, 0.0), _TINY)
+            precision = 1.0 / prior + k / within
+            mean[r] = (mean[r] / prior + cell[:, 1] / within) / precision
+            var[r] = 1.0 / precision
+        return mean, var
+
+    # ------------------------------------------------------------------ policy
+    def _select(self, contexts: np.ndarray) -> np.ndarray:
+        s2 = self._noise()
+        value, weight = self._intercepts()
+        mean, var = self._posterior(contexts, s2, value, weight)
+        # each model's mean over every prompt seen, not only over the prompts it was played on (a regression adjustment:
+        # a model chosen on hard prompts by the overrides would otherwise look worse than it is)
+        n = self._n[..., None]
+        seen = (n * self._phibar).sum(1, keepdims=True) / np.maximum(n.sum(1, keepdims=True), 1)
+        value = value + ((seen - self._phibar) * self._theta).sum(-1)
+        spread = s2 / weight
+        if self.budget is not None:
+            tried = self._cost_n > 0
+            cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (self.price[:, None] / self.budget)
+            mean, value = mean - cost, value - cost
+        untried = self._n == 0
+        if self.override_z is None:
+            return _thompson(mean, var, untried, self._rng)
+        base = self._context_free_draw(value, spread, untried)
+        if untried.any():
+            return base
+        rows = np.arange(mean.shape[0])
+        best = mean.argmax(1)
+        # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader needs
+        # the leader above the explored model's upper confidence bound at width sqrt(2 log t) (a Gaussian UCB), so a model
+        # unlucky in its first rounds is not frozen out
+        z = np.where(best == value.argmax(1), max(2.0 * self.override_z, math.sqrt(2.0 * math.log(max(self._t, 1)))), self.override_z)
+        sure = mean[rows, best] - mean[rows, base] > z * np.sqrt(var[rows, best] + var[rows, base])
+        # this prompt is confidently worse than average for the base model: sample the per-prompt posterior instead
+        odd = value[rows, base] - mean[rows, base] > 2.0 * self.override_z * np.sqrt(var[rows, base] + spread[rows, base])
+        if odd.any():
+            base = np.where(odd, _thompson(mean, var, untried, self._rng), base)
+        return np.where(sure, best, base)
+
+    def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, untried: np.ndarray) -> np.ndarray:
+        """Thompson sampling over the models from Beta laws moment-matched to each mean's posterior on the observed reward range.
+
+        On the range ``[lo, hi]`` of the rewards seen, a model's mean ``m`` and variance ``v`` are those
+        of ``Beta(a, b)`` with ``a + b = m (1 - m) / v - 1``; its skewed tail keeps a model whose first
+        outcomes sat at one end of the range in play, where a Gaussian draw would freeze it out
+        (for 0/1 rewards this is close to Beta-Bernoulli Thompson sampling, Agrawal & Goyal 2012).
+        """
+        lo, span = self._ymin[:, None], np.maximum(self._ymax - self._ymin, _TINY)[:, None]
+        m = np.clip((value - lo) / span, 1e-6, 1.0 - 1e-6)
+        v = np.minimum(spread / span**2, m * (1.0 - m) * 0.999)
+        total = m * (1.0 - m) / np.maximum(v, _TINY) - 1.0
+        draw = self._rng.beta(np.maximum(m * total, 1e-6), np.maximum((1.0 - m) * total, 1e-6))
+        return argmax_random_ties(np.where(untried, np.inf, draw), self._rng) if untried.any() else draw.argmax(1)
+
+    def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
+        owner = type(self).__name__
+        if self.budget is None:
+            return check_finite_array("reward", feedback, (self._n_runs,), owner)
+        if not isinstance(feedback, dict) or set(feedback) != {"reward", "cost"}:
+            raise InvalidInputError(f"{owner} with a budget learns from {{'reward': r, 'cost': c}}. Got {feedback!r} instead.")
+        cost = check_finite_array("cost", feedback["cost"], (self._n_runs,), owner)
+        if np.any(cost < 0):
+            raise InvalidInputError(f"The cost of {owner} must be >= 0. Got {cost.tolist()} instead.")
+        return {"reward": check_finite_array("reward", feedback["reward"], (self._n_runs,), owner), "cost": cost}
+
+    def _update(self, actions: np.ndarray, feedback: Any, contexts: np.ndarray) -> None:
+        rewards = feedback if self.budget is None else feedback["reward"]
+        if self.budget is not None:
+            self._pace(actions, feedback["cost"])
+        rows = np.arange(actions.shape[0])
+        f, z, h, keys = self._cached(contexts)
+        self._last = None
+        if keys is not None:
+            for r, key in enumerate(keys):
+                self._count_cell(r, key, int(actions[r]), float(rewards[r]))
+        ready = self._bandwidth > 0
+        self._ymin, self._ymax = np.minimum(self._ymin, rewards), np.maximum(self._ymax, rewards)
+        g = actions
+        n = self._n[rows, g].astype(float)
+        dy = rewards - self._ybar[rows, g]
+        w = n / (n + 1.0)
+        self._n[rows, g] += 1
+        self._ybar[rows, g] += dy / (n + 1.0)
+        self._syy[rows, g] += w * dy * dy
+        if ready.any():
+            live, arms = rows[ready], g[ready]
+            self._rank_one(live, arms, z[live, arms], h[live, arms], dy[ready], w[ready])
+            for r, a in zip(live, arms):
+                if self._n[r, a] >= self._next_fit[r, a]:
+                    self._refit(int(r), int(a))
+        for r in np.flatnonzero(~ready):
+            self._buffer[r].append((contexts[r].copy(), int(actions[r]), float(rewards[r])))
+            if len(self._buffer[r]) >= self.bandwidth_sample:
+                self._set_bandwidth(int(r))
+
+    def _rank_one(self, rows: np.ndarray, g: np.ndarray, dphi: np.ndarray, h: np.ndarray, dy: np.ndarray, w: np.ndarray) -> None:
+        """Welford's update of the centred moments and Sherman-Morrison on ``(C + lambda I)^-1`` with ``u = sqrt(w) dphi``."""
+        denom = 1.0 + w * (dphi * h).sum(-1)
+        sherman_morrison_rows(self._Cinv, rows, g, h, w / denom)
+        # one run (the router): plain indices give views, updated in place; several: one batched update
+        at = (int(rows[0]), int(g[0])) if rows.size == 1 else (rows, g)
+        if rows.size == 1:
+            dphi, h, dy, w, denom = dphi[0], h[0], dy[0], w[0], denom[0]
+        theta = self._theta[at]
+        # (C + u u' + lambda I)^-1 (cxy + w dphi dy) from theta = (C + lambda I)^-1 cxy and h = (C + lambda I)^-1 dphi
+        self._theta[at] = theta + np.asarray(w * (dy - (dphi * theta).sum(-1)) / denom)[..., None] * h
+        self._cxy[at] += np.asarray(w * dy)[..., None] * dphi
+        self._phibar[at] += dphi / np.asarray(self._n[at])[..., None]
+
+    def _refit(self, r: int, g: int, C: np.ndarray | None = None) -> None:
+        """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis.
+
+        The centred scatter ``C`` is not stored: its eigenvectors are those of ``(C + lambda I)^-1``
+        and its eigenvalues ``1/mu - lambda``.
+        """
+        n = int(self._n[r, g])
+        self._next_fit[r, g] = max(2 * n, 8)
+        if self._bandwidth[r] == 0 or n < 2:
+            return
+        if C is None:
+            mu, V = np.linalg.eigh(self._Cinv[r, g])
+            eig = 1.0 / np.maximum(mu, _TINY) - self._lam[r, g]
+        else:
+            eig, V = np.linalg.eigh(C)
+        eig = np.maximum(eig, 0.0)
+        proj = V.T @ self._cxy[r, g]
+        lam, s2, gamma = evidence_ridge(eig, proj, float(self._syy[r, g]), n, lam=min(float(self._lam[r, g]), 1.0))
+        self._lam[r, g], self._s2[r, g], self._gamma[r, g] = lam, s2, gamma
+        self._Cinv[r, g] = (V / (eig + lam)) @ V.T
+        self._theta[r, g] = V @ (proj / (eig + lam))
+
+    def _scatter(self, r: int, g: int) -> np.ndarray:
+        """The centred feature scatter ``C`` of model g of run r, recovered from ``(C + lambda I)^-1``."""
+        if self._n[r, g] < 2:
+            return np.zeros((self.n_components, self.n_components))
+        mu, V = np.linalg.eigh(self._Cinv[r, g])
+        return (V * np.maximum(1.0 / np.maximum(mu, _TINY) - self._lam[r, g], 0.0)) @ V.T
+
+    # ------------------------------------------------------------------ before the bandwidth is known
+    def _set_bandwidth(self, r: int) -> None:
+        """The median heuristic on the buffered prompts, then their features folded in at once."""
+        X = np.stack([row[0] for row in self._buffer[r]])
+        sq = (X * X).sum(1)
+        dist = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2.0 * X @ X.T, 0.0))[np.triu_indices(len(X), 1)]
+        positive = dist[dist > 0]
+        self._bandwidth[r] = float(np.median(positive)) if positive.size else 1.0
+        self._freq[r] /= self._bandwidth[r]
+        self._ready = bool(np.all(self._bandwidth > 0))
+        acts = np.array([row[1] for row in self._buffer[r]])
+        ys = np.array([row[2] for row in self._buffer[r]])
+        Phi = self._features_one(r, X)
+        self._buffer[r] = []
+        for g in range(self.n_arms):
+            mask = acts == g
+            if mask.any():
+                self._fold(r, g, Phi[mask], ys[mask], replace=True)
+
+    def _features_one(self, r: int, X: np.ndarray) -> np.ndarray:
+        return math.sqrt(2.0 / self.n_components) * np.cos(X @ self._freq[r].T + self._phase[r])
+
+    def _fold(self, r: int, g: int, Phi: np.ndarray, y: np.ndarray, replace: bool = False) -> None:
+        """Merge a block of rounds into model g's centred moments (Chan et al.'s pairwise update), then refit.
+
+        ``replace=True`` takes the block's feature moments as the model's (its rewards are counted already).
+        """
+        k = len(y)
+        self._ymin[r], self._ymax[r] = min(self._ymin[r], y.min()), max(self._ymax[r], y.max())
+        pb, yb = Phi.mean(0), y.mean()
+        Pc, yc = Phi - pb, y - yb
+        Cb, cb, sb = Pc.T @ Pc, Pc.T @ yc, float(yc @ yc)
+        if replace:
+            self._phibar[r, g], self._cxy[r, g] = pb, cb
+            self._refit(r, g, Cb)
+            return
+        na = int(self._n[r, g])
+        n = na + k
+        dp, dy = pb - self._phibar[r, g], yb - self._ybar[r, g]
+        scale = na * k / n
+        C = self._scatter(r, g) + Cb + scale * np.outer(dp, dp)
+        self._cxy[r, g] += cb + scale * dp * dy
+        self._syy[r, g] += sb + scale * dy * dy
+        self._phibar[r, g] += dp * k / n
+        self._ybar[r, g] += dy * k / n
+        self._n[r, g] = n
+        self._refit(r, g, C)
+
+    def fit_logged(self, contexts: Any, arms: Any, rewards: Any, costs: Any = None) -> "EvidenceThompson":
+        """Start from a logged table: fold rows ``(context, arm, reward[, cost])`` into every run's state.
+
+        Order-free and exact: the result equals the moments of updating on the rows one by one
+        (the hyperparameters are then refitted on all of them). The rows count as rounds (``t``). ``contexts`` ``(n, n_features)``,
+        ``arms`` ``(n,)`` ints, ``rewards`` and ``costs`` ``(n,)``. With fewer than
+        ``bandwidth_sample`` rows and no bandwidth yet, the rows go to the buffer as live rounds do.
+        """
+        self._ensure_state(single=False)
+        self._last = None
+        owner = type(self).__name__
+        X = check_finite_array("contexts", contexts, (None, self.n_features), owner) if np.ndim(contexts) == 2 else None
+        if X is None:
+            raise InvalidInputError(f"{owner}.fit_logged needs contexts of shape (n, {self.n_features}). Got {np.shape(contexts)} instead.")
+        n = X.shape[0]
+        a = np.asarray(arms)
+        if a.shape != (n,) or not np.issubdtype(a.dtype, np.integer) or np.any((a < 0) | (a >= self.n_arms)):
+            raise InvalidInputError(f"{owner}.fit_logged needs one arm in 0..{self.n_arms - 1} per row. Got {a!r} instead.")
+        y = check_finite_array("rewards", rewards, (n,), owner)
+        c = None if costs is None else check_finite_array("costs", costs, (n,), owner)
+        for r in range(self._n_runs):
+            if self._bandwidth[r] == 0:
+                for i in range(n):
+                    self._update_one(r, X[i], int(a[i]), float(y[i]))
+                if len(self._buffer[r]) >= self.bandwidth_sample:
+                    self._set_bandwidth(r)
+            else:
+                Phi = self._features_one(r, X)
+                for g in range(self.n_arms):
+                    mask = a == g
+                    if mask.any():
+                        self._fold(r, g, Phi[mask], y[mask])
+            if self.max_prompts:
+                for i in range(n):
+                    self._count_cell(r, _key(X[i]), int(a[i]), float(y[i]))
+        if c is not None:
+            np.add.at(self._cost_sum, (slice(None), a), c)
+            np.add.at(self._cost_n, (slice(None), a), 1)
+        self._t += n
+        return self
+
+    def _update_one(self, r: int, x: np.ndarray, a: int, y: float) -> None:
+        self._ymin[r], self._ymax[r] = min(self._ymin[r], y), max(self._ymax[r], y)
+        n = float(self._n[r, a])
+        dy = y - self._ybar[r, a]
+        self._n[r, a] += 1
+        self._ybar[r, a] += dy / (n + 1.0)
+        self._syy[r, a] += n / (n + 1.0) * dy * dy
+        self._buffer[r].append((x.copy(), a, y))
+
+    # ------------------------------------------------------------------ recurring prompts
+    def _count_cell(self, r: int, key: str, a: int, y: float) -> None:
+        cells = self._cells[r]
+        cell = cells.get(key)
+        if cell is None:
+            if len(cells) >= self.max_prompts:
+                del cells[next(iter(cells))]
+            cell = cells[key] = np.zeros((self.n_arms, 3))
+        k, total = cell[a, 0], cell[a, 1]
+        if k > 0:
+            self._within[r, 0] += k / (k + 1.0) * (y - total / k) ** 2
+            self._within[r, 1] += 1.0
+        cell[a, 0] += 1.0
+        cell[a, 1] += y
+
+    # ------------------------------------------------------------------ budget
+    def _pace(self, actions: np.ndarray, cost: np.ndarray) -> None:
+        rows = np.arange(actions.shape[0])
+        self._cost_sum[rows, actions] += cost
+        self._cost_n[rows, actions] += 1
+        self._spent += cost
+        self._paid += 1
+        floor = -np.log1p(_SUBSIDY * np.maximum(self._ymax - self._ymin, 0.0) / _PRICE_UNIT)
+        self._log_price = np.clip(self._log_price + self.pacer_rate * (cost / self.budget - 1.0), floor, _PRICE_SPAN)
+
+    @property
+    def price(self) -> np.ndarray:
+        """The pacer's current price of a budget-sized cost, in reward, per run (``(n_runs,)``)."""
+        price = np.sign(self._log_price) * _PRICE_UNIT * np.expm1(np.abs(self._log_price))
+        return np.maximum(price, -_SUBSIDY * np.maximum(self._ymax - self._ymin, 0.0))
+
+    @property
+    def spent(self) -> np.ndarray:
+        """Total cost of the decisions learned from since the last reset (logged rows excluded), per run."""
+        return self._spent.copy()
+
+    @property
+    def mean_cost(self) -> np.ndarray:
+        """Mean cost per decision learned from since the last reset (logged rows excluded), per run; 0 before the first."""
+        return self._spent / np.maximum(self._paid, 1)
+
+
+def _thompson(mean: np.ndarray, var: np.ndarray, untried: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One Gaussian posterior draw per model and run, the largest wins; untried models first."""
+    draw = mean + np.sqrt(var) * rng.standard_normal(mean.shape)
+    return argmax_random_ties(np.where(untried, np.inf, draw), rng) if untried.any() else draw.argmax(1)
+
+
+def _key(x: np.ndarray) -> str:
+    """The identity of a prompt: a hash of its embedding to single precision."""
+    return hashlib.blake2b(np.asarray(x, dtype=np.float32).tobytes(), digest_size=12).hexdigest()

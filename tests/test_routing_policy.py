@@ -1,0 +1,303 @@
+"""The router's default policy (EvidenceThompson): exact moments, the evidence fit, its behaviour, warm start and the budget pacer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from genbandit import InvalidInputError, simulate
+from genbandit.core.base import Policy
+from genbandit.envs.prompts import Setup4Synthetic
+from genbandit.experiments.metrics import compute_metric
+from genbandit.policies._stats import argmax_random_ties
+from genbandit.policies.classic import ThompsonSampling
+from genbandit.policies.kernel import RFFUCB
+from genbandit.policies.routing import EvidenceThompson, evidence_ridge
+
+
+def _unit_rows(rng, n, d):
+    X = rng.standard_normal((n, d))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def _direct(policy, X, arms, y, g):
+    """Posterior mean and variance of model g at the rows of policy's last contexts, by a fresh dense solve."""
+    Phi = policy._features_one(0, X[arms == g])
+    Pc, yc = Phi - Phi.mean(0), y[arms == g] - y[arms == g].mean()
+    A = Pc.T @ Pc + policy._lam[0, g] * np.eye(Phi.shape[1])
+    return Phi.mean(0), np.linalg.solve(A, Pc.T @ yc), np.linalg.inv(A)
+
+
+def test_online_moments_and_inverse_equal_a_direct_solve():
+    rng = np.random.default_rng(0)
+    d, n = 5, 300
+    policy = EvidenceThompson(n_arms=2, n_features=d, n_components=30, bandwidth_sample=16, max_prompts=0, seed=0)
+    X = _unit_rows(rng, n, d)
+    arms = rng.integers(2, size=n)
+    y = X[:, 0] * (arms == 0) + 0.1 * rng.normal(size=n)
+    for i in range(n):
+        policy.update(int(arms[i]), float(y[i]), context=X[i])
+    for g in range(2):
+        phibar, theta, Ainv = _direct(policy, X, arms, y, g)
+        assert policy._n[0, g] == (arms == g).sum()
+        assert np.allclose(policy._ybar[0, g], y[arms == g].mean())
+        assert np.allclose(policy._phibar[0, g], phibar)
+        assert np.allclose(policy._theta[0, g], theta, atol=1e-8)
+        assert np.allclose(policy._Cinv[0, g], Ainv, atol=1e-8)
+    # the context matters for model 0 only: its evidence keeps far more effective parameters
+    assert policy._gamma[0, 0] > 3 * max(policy._gamma[0, 1], 0.5)
+
+
+def test_evidence_ridge_finds_noise_and_switches_slopes_off_without_signal():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 10))
+    for signal, expect_gamma in ((1.0, (9.0, 10.0)), (0.0, (0.0, 1.0))):
+        y = signal * X @ rng.normal(size=10) + 0.3 * rng.normal(size=400)
+        Xc, yc = X - X.mean(0), y - y.mean()
+        e, V = np.linalg.eigh(Xc.T @ Xc)
+        lam, s2, gamma = evidence_ridge(e, V.T @ (Xc.T @ yc), float(yc @ yc), 400)
+        assert expect_gamma[0] <= gamma <= expect_gamma[1]
+        assert 0.07 < s2 < 0.11  # 0.3^2 = 0.09
+
+
+def test_fit_logged_equals_updating_row_by_row():
+    rng = np.random.default_rng(2)
+    d, n = 6, 120
+    X, arms, y = _unit_rows(rng, n, d), rng.integers(3, size=n), rng.random(n)
+    one = EvidenceThompson(n_arms=3, n_features=d, n_components=25, bandwidth_sample=20, seed=4)
+    for i in range(n):
+        one.update(int(arms[i]), float(y[i]), context=X[i])
+    bulk = EvidenceThompson(n_arms=3, n_features=d, n_components=25, bandwidth_sample=20, seed=4).fit_logged(X[:70], arms[:70], y[:70])
+    bulk.fit_logged(X[70:], arms[70:], y[70:])
+    for g in range(3):
+        one._refit(0, g)
+        bulk._refit(0, g)
+    assert np.array_equal(one._n, bulk._n)
+    for name in ("_ybar", "_syy"):
+        assert np.allclose(getattr(one, name), getattr(bulk, name))
+    short = EvidenceThompson(n_arms=3, n_features=d, n_components=25, bandwidth_sample=200, seed=4).fit_logged(X, arms, y)
+    assert short._bandwidth[0] == 0 and len(short._buffer[0]) == n  # too few rows for the median heuristic: they wait
+    assert np.array_equal(short._n[0], np.bincount(arms, minlength=3))
+
+
+def test_fit_logged_then_rows_equal_rows_then_fit_logged_under_one_bandwidth():
+    rng = np.random.default_rng(3)
+    d = 4
+    X, arms, y = _unit_rows(rng, 90, d), rng.integers(2, size=90), rng.random(90)
+    a = EvidenceThompson(n_arms=2, n_features=d, n_components=15, bandwidth_sample=30, seed=0).fit_logged(X[:30], arms[:30], y[:30])
+    b = EvidenceThompson(n_arms=2, n_features=d, n_components=15, bandwidth_sample=30, seed=0).fit_logged(X[:30], arms[:30], y[:30])
+    for i in range(30, 90):
+        a.update(int(arms[i]), float(y[i]), context=X[i])
+    b.fit_logged(X[30:], arms[30:], y[30:])
+    for g in range(2):
+        a._refit(0, g)
+        b._refit(0, g)
+    for name in ("_n", "_ybar", "_syy", "_phibar", "_cxy", "_theta", "_Cinv"):
+        assert np.allclose(getattr(a, name), getattr(b, name), atol=1e-8), name
+
+
+def test_routes_each_prompt_type_to_its_expert():
+    env = Setup4Synthetic(setup="expert", contexts="gaussian", dim=12, n_prompts_per_category=40, seed=3)
+    policy = EvidenceThompson(n_arms=5, n_features=12, seed=1)
+    result = simulate(env, policy, 1500, n_runs=2, seed=5)
+    otb = compute_metric("otb", result, env, policy)
+    assert np.all(otb > 0.15)  # the best possible is about +0.32; the best single model's is 0
+
+
+def test_pure_noise_context_costs_nothing_against_context_free_thompson():
+    rng = np.random.default_rng(4)
+    means = np.array([0.45, 0.6, 0.5])
+    T, R = 1500, 4
+    got = {}
+    for name, make in (("ours", lambda: EvidenceThompson(n_arms=3, n_features=16, seed=2)), ("ts", lambda: ThompsonSampling(n_arms=3, seed=2))):
+        policy = make().reset(R)
+        total = np.zeros(R)
+        draws = np.random.default_rng(9)
+        for t in range(T):
+            ctx = _unit_rows(rng, R, 16)
+            arms = policy.select_batch(ctx) if policy.contextual else policy.select_batch()
+            r = (draws.random(R) < means[arms]).astype(float)
+            policy.update_batch(arms, r, ctx) if policy.contextual else policy.update_batch(arms, r)
+            total += r
+        got[name] = total.mean() / T
+    assert got["ours"] >= got["ts"] - 0.01
+    assert got["ours"] > 0.58
+
+
+def test_a_recurring_prompt_goes_to_its_own_best_model():
+    rng = np.random.default_rng(5)
+    d = 8
+    X = _unit_rows(rng, 40, d)
+    # model 0 is the best single model (0.8 against 0.6 on 39 prompts of 40), but prompt 0 always fails on it and passes on model 1
+    p = np.tile([0.8, 0.6], (40, 1))
+    p[0] = [0.0, 1.0]
+    policy = EvidenceThompson(n_arms=2, n_features=d, seed=0)
+    for t in range(800):
+        i = int(rng.integers(40))
+        arm = policy.select(X[i])
+        policy.update(arm, float(rng.random() < p[i, arm]), context=X[i])
+    assert [policy.select(X[0]) for _ in range(20)].count(1) >= 19
+    assert [policy.select(X[5]) for _ in range(20)].count(0) >= 15
+
+
+def test_budget_pacer_keeps_mean_spend_near_the_target():
+    rng = np.random.default_rng(6)
+    means, costs = np.array([0.5, 0.7, 0.8]), np.array([0.1, 1.0, 3.0])
+    for budget in (0.5, 1.5):
+        policy = EvidenceThompson(n_arms=3, n_features=4, budget=budget, seed=1)
+        spent = 0.0
+        T = 3000
+        for t in range(T):
+            x = _unit_rows(rng, 1, 4)[0]
+            arm = policy.select(x)
+            policy.update(arm, {"reward": float(rng.random() < means[arm]), "cost": float(costs[arm])}, context=x)
+            spent += costs[arm]
+        assert abs(spent / T - budget) <= 0.05 * budget
+        assert np.isclose(policy.spent[0], spent)
+
+
+def test_feedback_with_a_budget_needs_reward_and_cost():
+    policy = EvidenceThompson(n_arms=2, n_features=3, budget=1.0, seed=0)
+    with pytest.raises(InvalidInputError, match="reward"):
+        policy.update(0, 1.0, context=[1.0, 0.0, 0.0])
+    with pytest.raises(InvalidInputError, match="cost"):
+        policy.update(0, {"reward": 1.0, "cost": -1.0}, context=[1.0, 0.0, 0.0])
+    with pytest.raises(InvalidInputError, match="fit_logged"):
+        policy.fit_logged(np.ones(3), [0], [1.0])
+
+
+def test_state_dict_round_trip_continues_identically():
+    rng = np.random.default_rng(7)
+    X = _unit_rows(rng, 30, 5)
+    policy = EvidenceThompson(n_arms=3, n_features=5, n_components=20, bandwidth_sample=10, seed=3)
+    for t in range(80):
+        x = X[t % 30]
+        policy.update(policy.select(x), float(rng.random()), context=x)
+    again = Policy.from_state_dict(policy.state_dict())
+    picks = [(policy.select(X[i]), again.select(X[i])) for i in range(30)]
+    assert all(a == b for a, b in picks)
+
+
+class _RecomputingRFFUCB(RFFUCB):
+    """RFF-UCB as it was before features were cached: features recomputed in update, one Sherman-Morrison per run in a loop."""
+
+    def _select(self, contexts):
+        f = self._features(contexts)
+        h = np.matmul(self._Ainv, f[:, None, :, None])[..., 0]
+        mu, sd = (h * self._b).sum(-1), np.sqrt(np.maximum((h * f[:, None, :]).sum(-1), 0.0))
+        return argmax_random_ties(np.where(self._counts == 0, np.inf, mu + self._eta() * sd), self._rng)
+
+    def _update(self, actions, feedback, contexts):
+        rows = np.arange(actions.shape[0])
+        f = self._features(contexts)
+        for r, arm in enumerate(actions):
+            h = self._Ainv[r, arm] @ f[r]
+            self._Ainv[r, arm] -= np.outer(h, h / (1.0 + f[r] @ h))
+        self._b[rows, actions] += feedback[:, None] * f
+        self._counts[rows, actions] += 1
+
+
+@pytest.mark.parametrize("n_runs, feature_map", [(1, "cos-sin"), (3, "cos-phase")])
+def test_rffucb_with_cached_features_decides_as_before(n_runs, feature_map):
+    env = Setup4Synthetic(setup="expert", contexts="gaussian", dim=16, n_prompts_per_category=30, seed=2)
+    params = dict(n_arms=5, n_features=16, n_components=60, feature_map=feature_map, sigma=1.0, seed=7)
+    got = [simulate(env, cls(**params), 1500, n_runs=n_runs, seed=3) for cls in (RFFUCB, _RecomputingRFFUCB)]
+    assert np.array_equal(got[0].counts, got[1].counts)
+    assert np.array_equal(got[0].reward, got[1].reward)
+
+
+# ------------------------------------------------------------------------------------------ in the router
+ROUTER_MODELS = [{"name": "small", "base_url": "http://127.0.0.1:9/v1", "cost": 0.1}, {"name": "large", "base_url": "http://127.0.0.1:9/v1", "cost": 1.0}]
+
+
+def _router_config(tmp_path, extra: str = "", policy: str = "evidence-thompson"):
+    from router_helpers import write_config
+
+    from genbandit.router import load_router_config
+
+    path = write_config(tmp_path / "router.toml", models=ROUTER_MODELS, policy=policy, embedding={"kind": "none", "dim": 2},
+                        store={"path": str(tmp_path / "state.db")})
+    path.write_text(path.read_text() + extra)
+    return load_router_config(path)
+
+
+def test_router_warm_start_folds_the_logged_table_once(tmp_path):
+    from genbandit.router import Router
+
+    rng = np.random.default_rng(0)
+    x, z = [1.0, 0.0], [0.0, 1.0]
+    rows = [{"embedding": json.dumps(ctx), "model": name, "reward": float(rng.random() < p)}
+            for _ in range(60) for ctx, p_small, p_large in ((x, 0.9, 0.2), (z, 0.1, 0.8)) for name, p in (("small", p_small), ("large", p_large))]
+    pd.DataFrame(rows).to_csv(tmp_path / "logged.csv", index=False)
+    config = _router_config(tmp_path, f'\n[warm_start]\npath = "{tmp_path / "logged.csv"}"\nembedding_column = "embedding"\n')
+    router = Router(config)
+    assert router.policy.t == len(rows) == 240
+    assert [router.route(embedding=x).arm for _ in range(10)].count(0) >= 9
+    assert [router.route(embedding=z).arm for _ in range(10)].count(1) >= 9
+    router.close()
+    again = Router(config)  # the store is not new: the table is not counted twice
+    assert again.policy.t == 240
+    again.close()
+
+
+def test_router_budget_prices_cost_and_reports_spend(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from genbandit.router import Router, create_app
+
+    config = _router_config(tmp_path, "\n[budget]\ntarget_cost = 0.4\n")
+    router = Router(config)
+    assert router.policy.budget == 0.4
+    rng = np.random.default_rng(1)
+    for t in range(1500):
+        ctx = list(_unit_rows(rng, 1, 2)[0])
+        d = router.route(embedding=ctx)
+        router.feedback(d.id, float(rng.random() < (0.5 if d.arm == 0 else 0.8)))
+    stats = router.stats()
+    assert stats["budget"]["target_cost"] == 0.4 and abs(stats["budget"]["mean_cost"] - 0.4) < 0.04
+    with TestClient(create_app(config, router=router)) as client:
+        text = client.get("/metrics").text
+    assert "genbandit_router_budget_target_cost 0.4" in text and "genbandit_router_mean_cost" in text
+    router.close()
+
+
+@pytest.mark.parametrize(
+    "extra, policy, message",
+    [
+        ("\n[budget]\ntarget_cost = 0.4\n", "router_helpers:DisjointLinUCB", "keeps a budget"),
+        ("\n[budget]\ntarget_cost = -1\n", "evidence-thompson", "must be > 0"),
+        ("\n[warm_start]\nmodel_column = \"m\"\n", "evidence-thompson", "needs a path"),
+    ],
+)
+def test_router_budget_and_warm_start_are_checked(tmp_path, extra, policy, message):
+    from genbandit.core.validation import InvalidParameterError
+    from genbandit.router import Router
+
+    with pytest.raises(InvalidParameterError, match=message):
+        Router(_router_config(tmp_path, extra, policy=policy))
+
+
+def test_router_default_group_replays_each_router_under_a_budget(tmp_path):
+    """The reproduce pak-ucb runner: router-default and ParetoBandit's package under one budget, on 80 real prompts."""
+    from genbandit.experiments.config import load_config
+    from genbandit.experiments.routing import router_unit
+    from genbandit.experiments.runner import plan_units
+
+    config = load_config({
+        "name": "router-default-test", "title": "t", "horizon": 80, "n_runs": 2, "seed": 0, "metrics": ["mean_reward"],
+        "scenarios": [{"name": "real", "environment": "paretobandit-replay", "runner": "genbandit.experiments.routing:router_unit",
+                       "params": {"limit": 80, "cache_dir": str(tmp_path)}, "policies": ["router-default", "ParetoBandit", "best-single"],
+                       "policy_params": {"router-default": {"budget": 0.006}, "ParetoBandit": {"budget": 0.006}}}],
+        "policies": [{"label": "router-default", "policy": "evidence-thompson"}, {"label": "ParetoBandit", "policy": "paretobandit"},
+                     {"label": "best-single"}],
+    })
+    results = {u.policy.label: router_unit(u) for u in plan_units(config)}
+    assert set(results) == {"router-default", "ParetoBandit", "best-single"}
+    for label in ("router-default", "ParetoBandit"):
+        m = results[label].metrics
+        assert len(m["mean_reward"]) == 2 and all(0.0 < v <= 1.0 for v in m["mean_reward"])
+        assert all(0.0 < v < 5.0 for v in m["spend_over_budget"])
+    assert results["best-single"].metrics["otb"] == [0.0, 0.0]
