@@ -98,8 +98,8 @@ def replay(peer: Any, order: np.ndarray, rewards: np.ndarray, costs: np.ndarray,
 
 def paretobandit_table(env) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """(embeddings, rewards (N, G), dollar costs (N, G), model ids) of a ParetoBandit replay environment."""
-    _, rewards, costs, models = env._data
-    return env.embeddings(), rewards, costs, models
+    _, rewards, costs, models = env._data  # (N, G, trials): the ParetoBandit log holds one trial per prompt and model
+    return env.embeddings(), np.nanmean(rewards, axis=2), np.nanmean(costs, axis=2), models
 
 
 def make_peer(label: str, name: str, params: dict, X: np.ndarray, models: list[str], best_arm: int, seed: int, unit_env, horizon: int):
