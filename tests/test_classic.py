@@ -116,3 +116,79 @@ def test_adversarial_switch_what_holds():
     assert ucb.mean() < -0.25 * horizon  # tracks the better arm most of the time
     assert ucb.max() < exp3.min()
 
+
+
+# ----------------------------------------------------------------------------- compiled Thompson sampling
+def _thompson_count_law(means, prior, horizon):
+    """Exact law of the pull counts after ``horizon`` rounds of Beta-Bernoulli Thompson sampling.
+
+    Enumerates every (choice, reward) path; the choice probabilities P(arm i has the largest
+    posterior draw) = ∫ f_i(x) Π_{j≠i} F_j(x) dx are integrated numerically.
+    """
+    from scipy import integrate, stats
+
+    k = len(means)
+
+    def choice_law(a, b):
+        def p(i):
+            f = lambda x: stats.beta.pdf(x, a[i], b[i]) * np.prod([stats.beta.cdf(x, a[j], b[j]) for j in range(k) if j != i])  # noqa: E731
+            return integrate.quad(f, 0, 1, limit=200)[0]
+
+        probs = np.array([p(i) for i in range(k)])
+        return probs / probs.sum()
+
+    law: dict[tuple, float] = {}
+
+    def walk(a, b, counts, weight, t):
+        if t == horizon:
+            law[counts] = law.get(counts, 0.0) + weight
+            return
+        for i, pi in enumerate(choice_law(a, b)):
+            grown = tuple(c + (j == i) for j, c in enumerate(counts))
+            for success, pr in ((True, means[i]), (False, 1 - means[i])):
+                a2, b2 = list(a), list(b)
+                (a2 if success else b2)[i] += 1
+                walk(a2, b2, grown, weight * pi * pr, t + 1)
+
+    walk([prior[0]] * k, [prior[1]] * k, (0,) * k, 1.0, 0)
+    return law
+
+
+@pytest.mark.parametrize("prior", [(1.0, 1.0), (0.5, 2.5)])
+def test_compiled_thompson_choices_follow_the_exact_posterior_law(prior):
+    """Chi-square of the pull counts after 3 rounds (3 arms, 20,000 runs) against the exact law;
+    the prior (0.5, 2.5) exercises the gamma sampler's shape < 1 branch."""
+    from scipy import stats
+
+    means, horizon, n_runs = [0.2, 0.5, 0.8], 3, 20_000
+    law = _thompson_count_law(means, prior, horizon)
+    policy = ThompsonSampling(n_arms=3, prior_alpha=prior[0], prior_beta=prior[1])
+    env = BernoulliArms(means=means)
+    loop = policy.compiled_loop(env)
+    env.reset(n_runs, seed=11)
+    policy.reset(n_runs, seed=12)
+    _, _, counts = loop(env, policy, np.arange(1, horizon + 1))
+    cells = sorted(law)
+    observed = np.array([np.sum(np.all(counts == np.array(c), axis=1)) for c in cells])
+    expected = np.array([law[c] for c in cells]) * n_runs
+    assert observed.sum() == n_runs and expected.min() > 20
+    p_value = stats.chisquare(observed, expected).pvalue
+    assert p_value > 1e-3, (observed, expected.round(1))
+
+
+def test_compiled_thompson_is_reproducible_and_matches_the_numpy_loop_in_regret():
+    policy, env = ThompsonSampling(n_arms=10), BernoulliArms(means=BERNOULLI_10)
+    loop = policy.compiled_loop(env)
+    assert ThompsonSampling(n_arms=2).compiled_loop(SwitchingArms(horizon=10, period=5, means=[[0.8, 0.2], [0.2, 0.8]])) is None
+    rounds = np.array([100, 2000])
+    runs = []
+    for _ in range(2):
+        env.reset(200, seed=5)
+        policy.reset(200, seed=6)
+        runs.append(loop(env, policy, rounds))
+    assert all(np.array_equal(x, y) for x, y in zip(*runs))
+    compiled = runs[0][0][:, -1]
+    numpy_loop = simulate(BernoulliArms(means=BERNOULLI_10), ThompsonSampling(n_arms=10), horizon=2000, n_runs=200, seed=7).final_regret
+    se = math.sqrt(compiled.var(ddof=1) / compiled.size + numpy_loop.var(ddof=1) / numpy_loop.size)
+    assert abs(compiled.mean() - numpy_loop.mean()) < 3 * se
+    assert runs[0][2].sum() == 200 * 2000

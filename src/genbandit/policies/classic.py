@@ -133,6 +133,19 @@ class ThompsonSampling(Policy):
         samples = self._rng.beta(self._successes + self.prior_alpha, self._failures + self.prior_beta)
         return samples.argmax(axis=1)
 
+    def compiled_loop(self, env):
+        """The compiled loop :func:`genbandit.simulate` runs for this policy on ``env``, or ``None``.
+
+        Offered for fixed-mean Bernoulli arms (environments whose ``reward_law`` is ``"bernoulli"``):
+        :func:`genbandit.policies._classic_numba.thompson_bernoulli_loop`, the same posterior law
+        with its own exact Beta sampler and random streams (see that module).
+        """
+        if getattr(env, "reward_law", None) != "bernoulli":
+            return None
+        from ._classic_numba import thompson_bernoulli_loop
+
+        return thompson_bernoulli_loop
+
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray | None) -> None:
         rows = np.arange(actions.shape[0])
         # Binary rewards pass through unchanged (u < 1 is always true, u < 0 never).

@@ -1,0 +1,181 @@
+"""Compiled loop of Beta-Bernoulli Thompson sampling on Bernoulli arms (numba; imported lazily).
+
+One run at a time, every round in compiled code: draw ``Beta(prior_alpha + S_i, prior_beta + F_i)``
+for every arm, play the largest, draw the arm's Bernoulli reward, count it. Each run owns two
+random streams, one for the policy and one for the environment, both xoshiro256** (Blackman &
+Vigna, 2021) seeded from the reset policy's and environment's own generators, so a seed gives the
+same numbers bit for bit and every policy of a scenario sees the same rewards for the same arms
+(the environment stream advances once per round, as :class:`~genbandit.envs.stochastic.BernoulliArms`
+draws one uniform per run and round).
+
+Exactness of the posterior draw:
+
+- ``Beta(a, b) = G_a / (G_a + G_b)`` for independent ``G_a ~ Gamma(a, 1)``, ``G_b ~ Gamma(b, 1)``
+  (the beta-gamma relation; e.g. Devroye, *Non-Uniform Random Variate Generation*, 1986, IX.4);
+- ``Gamma(s, 1)`` for ``s >= 1`` by Marsaglia & Tsang (2000): ``d = s - 1/3``, ``c = 1/sqrt(9 d)``,
+  propose ``v = (1 + c X)^3`` with ``X ~ N(0, 1)`` and accept when ``ln U < X^2/2 + d - d v + d ln v``
+  (a rejection sampler, so its output has exactly the gamma law; the squeeze
+  ``U < 1 - 0.0331 X^4`` only skips the logarithm when the full test would accept anyway);
+  ``Gamma(s)`` for ``s < 1`` as ``Gamma(s + 1) U^(1/s)`` (Marsaglia & Tsang, sec. 6);
+- ``N(0, 1)`` by Marsaglia's polar method (both values of a pair used), uniforms as 53-bit doubles in [0, 1).
+
+Up to floating-point rounding, each round's choice has exactly Thompson sampling's law: the
+probability that arm ``i`` has the largest of independent posterior draws. The choices are not the
+numpy loop's round for round (another sampler, another stream); ``tests/test_classic.py`` checks
+their law with a chi-square test against exact posterior probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_TWO_POW_M53 = 1.0 / 9007199254740992.0
+
+
+@njit(cache=True, inline="always")
+def _rotl(x, k):
+    return (x << np.uint64(k)) | (x >> np.uint64(64 - k))
+
+
+@njit(cache=True, inline="always")
+def _next(state):
+    """xoshiro256**: the next 64-bit output of ``state`` (4 uint64, updated in place)."""
+    s0, s1, s2, s3 = state[0], state[1], state[2], state[3]
+    result = _rotl(s1 * np.uint64(5), 7) * np.uint64(9)
+    t = s1 << np.uint64(17)
+    s2 ^= s0
+    s3 ^= s1
+    s1 ^= s2
+    s0 ^= s3
+    s2 ^= t
+    s3 = _rotl(s3, 45)
+    state[0], state[1], state[2], state[3] = s0, s1, s2, s3
+    return result
+
+
+@njit(cache=True, inline="always")
+def _uniform(state):
+    """A double in [0, 1) from the top 53 bits."""
+    return float(_next(state) >> np.uint64(11)) * _TWO_POW_M53
+
+
+@njit(cache=True, inline="always")
+def _normal(state, spare):
+    """N(0, 1), Marsaglia's polar method; the pair's second value waits in ``spare`` = [held, value]."""
+    if spare[0] != 0.0:
+        spare[0] = 0.0
+        return spare[1]
+    while True:
+        x = 2.0 * _uniform(state) - 1.0
+        y = 2.0 * _uniform(state) - 1.0
+        r2 = x * x + y * y
+        if 0.0 < r2 < 1.0:
+            f = math.sqrt(-2.0 * math.log(r2) / r2)
+            spare[0] = 1.0
+            spare[1] = y * f
+            return x * f
+
+
+@njit(cache=True)
+def _gamma_constants(shape, out, i):
+    """Marsaglia-Tsang constants of ``Gamma(shape)`` into ``out[i]``: d, c and the boost exponent (0 if shape >= 1)."""
+    boost = 0.0
+    if shape < 1.0:
+        boost = 1.0 / shape
+        shape += 1.0
+    d = shape - 1.0 / 3.0
+    out[i, 0] = d
+    out[i, 1] = 1.0 / math.sqrt(9.0 * d)
+    out[i, 2] = boost
+
+
+@njit(cache=True, inline="always")
+def _gamma(constants, i, state, spare):
+    """Gamma(shape, 1) for the shape whose constants are ``constants[i]`` (Marsaglia & Tsang, 2000)."""
+    d, c = constants[i, 0], constants[i, 1]
+    while True:
+        x = _normal(state, spare)
+        v = 1.0 + c * x
+        if v <= 0.0:
+            continue
+        v = v * v * v
+        u = _uniform(state)
+        x2 = x * x
+        if u < 1.0 - 0.0331 * x2 * x2:
+            break
+        if u > 0.0 and math.log(u) < 0.5 * x2 + d * (1.0 - v + math.log(v)):
+            break
+    if constants[i, 2] != 0.0:
+        u = _uniform(state)
+        while u == 0.0:
+            u = _uniform(state)
+        return d * v * u ** constants[i, 2]
+    return d * v
+
+
+@njit(cache=True)
+def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_states, rounds):
+    n_runs, k = policy_states.shape[0], means.shape[0]
+    horizon = rounds[rounds.shape[0] - 1]
+    best = means.max()
+    regret_at = np.empty((n_runs, rounds.shape[0]))
+    reward_at = np.empty((n_runs, rounds.shape[0]))
+    counts = np.zeros((n_runs, k), dtype=np.int64)
+    alpha = np.empty(k)
+    beta = np.empty(k)
+    ca = np.empty((k, 3))  # Marsaglia-Tsang constants of every arm's Gamma(alpha_i) and Gamma(beta_i)
+    cb = np.empty((k, 3))
+    spare = np.zeros(2)
+    for r in range(n_runs):
+        pstate = policy_states[r]
+        estate = env_states[r]
+        spare[0] = 0.0
+        for i in range(k):
+            alpha[i] = prior_alpha
+            beta[i] = prior_beta
+            _gamma_constants(prior_alpha, ca, i)
+            _gamma_constants(prior_beta, cb, i)
+        regret = 0.0
+        reward = 0.0
+        nxt = 0
+        for t in range(1, horizon + 1):
+            arm = 0
+            top = -1.0
+            for i in range(k):
+                ga = _gamma(ca, i, pstate, spare)
+                sample = ga / (ga + _gamma(cb, i, pstate, spare))  # Beta(alpha_i, beta_i)
+                if sample > top:
+                    top = sample
+                    arm = i
+            if _uniform(estate) < means[arm]:
+                alpha[arm] += 1.0
+                _gamma_constants(alpha[arm], ca, arm)
+                reward += 1.0
+            else:
+                beta[arm] += 1.0
+                _gamma_constants(beta[arm], cb, arm)
+            counts[r, arm] += 1
+            regret += best - means[arm]
+            if t == rounds[nxt]:
+                regret_at[r, nxt] = regret
+                reward_at[r, nxt] = reward
+                nxt += 1
+    return regret_at, reward_at, counts
+
+
+def thompson_bernoulli_loop(env, policy, rounds: np.ndarray):
+    """Play a reset :class:`ThompsonSampling` on a reset :class:`BernoulliArms`; ``(regret_at, reward_at, counts)``.
+
+    Draws ``4 n_runs`` raw 64-bit words from each of the policy's and the environment's generators
+    to seed the runs' streams (so both generators advance, as in the plain loop).
+    """
+    n_runs = policy.n_runs
+    policy_states = policy._rng.bit_generator.random_raw(4 * n_runs).astype(np.uint64).reshape(n_runs, 4)
+    env_states = env._rng.bit_generator.random_raw(4 * n_runs).astype(np.uint64).reshape(n_runs, 4)
+    return _thompson_bernoulli(
+        np.asarray(env.means, dtype=float), float(policy.prior_alpha), float(policy.prior_beta), policy_states, env_states,
+        np.asarray(rounds, dtype=np.int64),
+    )  # fmt: skip
