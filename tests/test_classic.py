@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from genbandit import EXP3, KLUCB, UCB1, BernoulliArms, EpsilonGreedy, RandomPolicy, SwitchingArms, ThompsonSampling, simulate
+from genbandit.envs.nonstationary import UCB1TrapTable
 from genbandit.policies._stats import kl_bernoulli, kl_ucb_index
 
 BERNOULLI_10 = [0.5, 0.45, 0.45, 0.45, 0.4, 0.4, 0.4, 0.35, 0.35, 0.3]
@@ -116,6 +117,26 @@ def test_adversarial_switch_what_holds():
     assert ucb.mean() < -0.25 * horizon  # tracks the better arm most of the time
     assert ucb.max() < exp3.min()
 
+
+
+
+@pytest.mark.parametrize("n_arms", [2, 3])
+def test_ucb1_trap_table_gives_ucb1_linear_regret_and_exp3_stays_within_its_bound(n_arms):
+    """On the table built against UCB1, UCB1 (any tie-break order, i.e. any seed) earns only the
+    first K rounds' rewards, so its regret is the best fixed arm's total minus K/2; every EXP3 run
+    ends below EXP3's expected-regret bound 2 sqrt(T K ln K), far below UCB1."""
+    horizon = 20_000
+    env = UCB1TrapTable(horizon=horizon, n_arms=n_arms)
+    linear = env.table.sum(axis=0).max() - n_arms / 2
+    assert linear > horizon * (1 - 1 / n_arms) - n_arms
+    for seed in range(4):
+        ucb = simulate(env, UCB1(n_arms=n_arms), horizon=horizon, n_runs=3, seed=seed)
+        assert np.all(ucb.final_regret == linear)
+        half = ucb.regret[:, np.searchsorted(ucb.rounds, horizon // 2)]
+        assert np.all(np.abs(half - linear / 2) < 0.01 * horizon)  # linear growth
+    exp3 = simulate(env, EXP3(n_arms=n_arms), horizon=horizon, n_runs=20, seed=1).final_regret
+    bound = 2 * math.sqrt(horizon * n_arms * math.log(n_arms))  # Bubeck & Cesa-Bianchi (2012), Thm 3.1, anytime eta
+    assert exp3.mean() < bound and exp3.max() < 0.1 * linear
 
 
 # ----------------------------------------------------------------------------- compiled Thompson sampling
