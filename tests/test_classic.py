@@ -213,3 +213,15 @@ def test_compiled_thompson_is_reproducible_and_matches_the_numpy_loop_in_regret(
     se = math.sqrt(compiled.var(ddof=1) / compiled.size + numpy_loop.var(ddof=1) / numpy_loop.size)
     assert abs(compiled.mean() - numpy_loop.mean()) < 3 * se
     assert runs[0][2].sum() == 200 * 2000
+
+
+def test_compiled_ucb1_takes_the_plain_loops_decisions_round_for_round():
+    from genbandit.core.rng import spawn_seeds
+
+    for seed, n_runs in ((3, 7), (4, 40)):
+        plain = simulate(BernoulliArms(means=BERNOULLI_10), UCB1(n_arms=10), horizon=3000, n_runs=n_runs, seed=seed)
+        env_seed, policy_seed = spawn_seeds(seed, 2)
+        env, policy = BernoulliArms(means=BERNOULLI_10).reset(n_runs, seed=env_seed), UCB1(n_arms=10).reset(n_runs, seed=policy_seed)
+        regret, reward, counts = policy.compiled_loop(env)(env, policy, plain.rounds, block_pulls=1000)
+        assert np.array_equal(regret, plain.regret) and np.array_equal(reward, plain.reward) and np.array_equal(counts, plain.counts)
+        assert policy.t == 3000 and policy._counts.sum() == 3000 * n_runs

@@ -1,6 +1,12 @@
-"""Compiled loop of Beta-Bernoulli Thompson sampling on Bernoulli arms (numba; imported lazily).
+"""Compiled loops of Thompson sampling and UCB1 on Bernoulli arms (numba; imported lazily).
 
-One run at a time, every round in compiled code: draw ``Beta(prior_alpha + S_i, prior_beta + F_i)``
+The loops :meth:`ThompsonSampling.compiled_loop` and :meth:`UCB1.compiled_loop` offer
+:func:`genbandit.simulate` for fixed-mean Bernoulli arms.
+
+UCB1 (:func:`ucb1_bernoulli_loop`) takes exactly the plain loop's decisions on the same random
+numbers (see its docstring).
+
+Thompson sampling (:func:`thompson_bernoulli_loop`): one run at a time, every round in compiled code: draw ``Beta(prior_alpha + S_i, prior_beta + F_i)``
 for every arm, play the largest, draw the arm's Bernoulli reward, count it. Each run owns two
 random streams, one for the policy and one for the environment, both xoshiro256** (Blackman &
 Vigna, 2021) seeded from the reset policy's and environment's own generators, so a seed gives the
@@ -117,7 +123,7 @@ def _gamma(constants, i, state, spare):
 
 
 @njit(cache=True)
-def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_states, rounds):
+def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_states, rounds, successes, failures):
     n_runs, k = policy_states.shape[0], means.shape[0]
     horizon = rounds[rounds.shape[0] - 1]
     best = means.max()
@@ -163,6 +169,9 @@ def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_state
                 regret_at[r, nxt] = regret
                 reward_at[r, nxt] = reward
                 nxt += 1
+        for i in range(k):
+            successes[r, i] = alpha[i] - prior_alpha
+            failures[r, i] = beta[i] - prior_beta
     return regret_at, reward_at, counts
 
 
@@ -170,12 +179,80 @@ def thompson_bernoulli_loop(env, policy, rounds: np.ndarray):
     """Play a reset :class:`ThompsonSampling` on a reset :class:`BernoulliArms`; ``(regret_at, reward_at, counts)``.
 
     Draws ``4 n_runs`` raw 64-bit words from each of the policy's and the environment's generators
-    to seed the runs' streams (so both generators advance, as in the plain loop).
+    to seed the runs' streams. The policy's success and failure counts and round counter are left
+    where the game ended.
     """
-    n_runs = policy.n_runs
+    rounds = np.asarray(rounds, dtype=np.int64)
+    n_runs, horizon = policy.n_runs, int(rounds[-1])
     policy_states = policy._rng.bit_generator.random_raw(4 * n_runs).astype(np.uint64).reshape(n_runs, 4)
     env_states = env._rng.bit_generator.random_raw(4 * n_runs).astype(np.uint64).reshape(n_runs, 4)
-    return _thompson_bernoulli(
-        np.asarray(env.means, dtype=float), float(policy.prior_alpha), float(policy.prior_beta), policy_states, env_states,
-        np.asarray(rounds, dtype=np.int64),
+    out = _thompson_bernoulli(
+        np.asarray(env.means, dtype=float), float(policy.prior_alpha), float(policy.prior_beta), policy_states, env_states, rounds,
+        policy._successes, policy._failures,
     )  # fmt: skip
+    policy._t += horizon
+    env._t += horizon
+    return out
+
+
+@njit(cache=True)
+def _ucb1_block(means, alpha, logs, t0, uniforms, priority, counts, sums, rounds, nxt, regret, reward, regret_at, reward_at):
+    """Rounds ``t0 .. t0 + len(uniforms) - 1`` (0-based) of UCB1 for every run, state updated in place."""
+    n_runs, k = counts.shape
+    best = means.max()
+    n_rounds = uniforms.shape[0]
+    index = np.empty(k)
+    for r in range(n_runs):
+        c = nxt[r]
+        for j in range(n_rounds):
+            t = t0 + j
+            # choose_by_index on mean + sqrt(alpha ln max(t, 1) / n), operation for operation as UCB1._index
+            level = alpha * logs[t]
+            arm = -1
+            untried = False
+            for a in range(k):
+                n = counts[r, a]
+                if n == 0:
+                    if not untried or priority[r, a] > priority[r, arm]:
+                        arm = a
+                    untried = True
+                elif not untried:
+                    index[a] = sums[r, a] / n + math.sqrt(level / n)
+                    if arm < 0 or index[a] > index[arm] or (index[a] == index[arm] and priority[r, a] > priority[r, arm]):
+                        arm = a
+            won = 1.0 if uniforms[j, r] < means[arm] else 0.0
+            counts[r, arm] += 1
+            sums[r, arm] += won
+            regret[r] += best - means[arm]
+            reward[r] += won
+            if t + 1 == rounds[c]:
+                regret_at[r, c] = regret[r]
+                reward_at[r, c] = reward[r]
+                c += 1
+        nxt[r] = c
+
+
+def ucb1_bernoulli_loop(env, policy, rounds: np.ndarray, block_pulls: int = 1 << 18):
+    """Play a reset :class:`UCB1` on a reset :class:`BernoulliArms`; ``(regret_at, reward_at, counts)``.
+
+    The same numbers as the plain loop, round for round: the environment's uniforms come from its
+    own generator in blocks of rounds (``Generator.random`` yields the same stream in blocks as
+    round by round), the logarithms from numpy, and the index is computed with the same
+    floating-point operations in the same order. The policy's counts, sums and round counter are
+    left where the plain loop would leave them.
+    """
+    rounds = np.asarray(rounds, dtype=np.int64)
+    horizon, n_runs = int(rounds[-1]), policy.n_runs
+    logs = np.log(np.maximum(np.arange(horizon), 1).astype(float))
+    means = np.asarray(env.means, dtype=float)
+    regret, reward = np.zeros(n_runs), np.zeros(n_runs)
+    regret_at, reward_at = np.empty((n_runs, rounds.size)), np.empty((n_runs, rounds.size))
+    nxt = np.zeros(n_runs, dtype=np.int64)
+    step = max(block_pulls // n_runs, 1)
+    for t0 in range(0, horizon, step):
+        uniforms = env._rng.random((min(step, horizon - t0), n_runs))
+        _ucb1_block(means, float(policy.alpha), logs, t0, uniforms, policy._priority, policy._counts, policy._sums, rounds, nxt,
+                    regret, reward, regret_at, reward_at)
+    policy._t += horizon
+    env._t += horizon
+    return regret_at, reward_at, policy._counts.copy()
