@@ -188,7 +188,7 @@ def test_compiled_thompson_choices_follow_the_exact_posterior_law(prior):
     loop = policy.compiled_loop(env)
     env.reset(n_runs, seed=11)
     policy.reset(n_runs, seed=12)
-    _, _, counts = loop(env, policy, np.arange(1, horizon + 1))
+    _, _, counts, _ = loop(env, policy, np.arange(1, horizon + 1))
     cells = sorted(law)
     observed = np.array([np.sum(np.all(counts == np.array(c), axis=1)) for c in cells])
     expected = np.array([law[c] for c in cells]) * n_runs
@@ -207,7 +207,7 @@ def test_compiled_thompson_is_reproducible_and_matches_the_numpy_loop_in_regret(
         env.reset(200, seed=5)
         policy.reset(200, seed=6)
         runs.append(loop(env, policy, rounds))
-    assert all(np.array_equal(x, y) for x, y in zip(*runs))
+    assert all(np.array_equal(x, y) for x, y in zip(runs[0][:3], runs[1][:3]))
     compiled = runs[0][0][:, -1]
     numpy_loop = simulate(BernoulliArms(means=BERNOULLI_10), ThompsonSampling(n_arms=10), horizon=2000, n_runs=200, seed=7).final_regret
     se = math.sqrt(compiled.var(ddof=1) / compiled.size + numpy_loop.var(ddof=1) / numpy_loop.size)
@@ -222,6 +222,7 @@ def test_compiled_ucb1_takes_the_plain_loops_decisions_round_for_round():
         plain = simulate(BernoulliArms(means=BERNOULLI_10), UCB1(n_arms=10), horizon=3000, n_runs=n_runs, seed=seed)
         env_seed, policy_seed = spawn_seeds(seed, 2)
         env, policy = BernoulliArms(means=BERNOULLI_10).reset(n_runs, seed=env_seed), UCB1(n_arms=10).reset(n_runs, seed=policy_seed)
-        regret, reward, counts = policy.compiled_loop(env)(env, policy, plain.rounds, block_pulls=1000)
+        regret, reward, counts, curves = policy.compiled_loop(env)(env, policy, plain.rounds, block_pulls=1000)
         assert np.array_equal(regret, plain.regret) and np.array_equal(reward, plain.reward) and np.array_equal(counts, plain.counts)
+        assert np.array_equal(curves["optimal"][:, -1], plain.totals["optimal"])
         assert policy.t == 3000 and policy._counts.sum() == 3000 * n_runs

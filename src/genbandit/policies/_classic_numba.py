@@ -129,6 +129,7 @@ def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_state
     best = means.max()
     regret_at = np.empty((n_runs, rounds.shape[0]))
     reward_at = np.empty((n_runs, rounds.shape[0]))
+    optimal_at = np.empty((n_runs, rounds.shape[0]))
     counts = np.zeros((n_runs, k), dtype=np.int64)
     alpha = np.empty(k)
     beta = np.empty(k)
@@ -146,6 +147,7 @@ def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_state
             _gamma_constants(prior_beta, cb, i)
         regret = 0.0
         reward = 0.0
+        optimal = 0.0
         nxt = 0
         for t in range(1, horizon + 1):
             arm = 0
@@ -165,18 +167,24 @@ def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_state
                 _gamma_constants(beta[arm], cb, arm)
             counts[r, arm] += 1
             regret += best - means[arm]
+            if means[arm] == best:
+                optimal += 1.0
             if t == rounds[nxt]:
                 regret_at[r, nxt] = regret
                 reward_at[r, nxt] = reward
+                optimal_at[r, nxt] = optimal
                 nxt += 1
         for i in range(k):
             successes[r, i] = alpha[i] - prior_alpha
             failures[r, i] = beta[i] - prior_beta
-    return regret_at, reward_at, counts
+    return regret_at, reward_at, counts, optimal_at
 
 
 def thompson_bernoulli_loop(env, policy, rounds: np.ndarray):
-    """Play a reset :class:`ThompsonSampling` on a reset :class:`BernoulliArms`; ``(regret_at, reward_at, counts)``.
+    """Play a reset :class:`ThompsonSampling` on a reset :class:`BernoulliArms`.
+
+    Returns ``(regret_at, reward_at, counts, curves)``, ``curves = {"optimal": ...}`` the cumulative
+    rounds on a best arm at the checkpoints (the environment's ``optimal`` info key).
 
     Draws ``4 n_runs`` raw 64-bit words from each of the policy's and the environment's generators
     to seed the runs' streams. The policy's success and failure counts and round counter are left
@@ -186,17 +194,17 @@ def thompson_bernoulli_loop(env, policy, rounds: np.ndarray):
     n_runs, horizon = policy.n_runs, int(rounds[-1])
     policy_states = policy._rng.bit_generator.random_raw(4 * n_runs).astype(np.uint64).reshape(n_runs, 4)
     env_states = env._rng.bit_generator.random_raw(4 * n_runs).astype(np.uint64).reshape(n_runs, 4)
-    out = _thompson_bernoulli(
+    regret_at, reward_at, counts, optimal_at = _thompson_bernoulli(
         np.asarray(env.means, dtype=float), float(policy.prior_alpha), float(policy.prior_beta), policy_states, env_states, rounds,
         policy._successes, policy._failures,
     )  # fmt: skip
     policy._t += horizon
     env._t += horizon
-    return out
+    return regret_at, reward_at, counts, {"optimal": optimal_at}
 
 
 @njit(cache=True)
-def _ucb1_block(means, alpha, logs, t0, uniforms, priority, counts, sums, rounds, nxt, regret, reward, regret_at, reward_at):
+def _ucb1_block(means, alpha, logs, t0, uniforms, priority, counts, sums, rounds, nxt, regret, reward, optimal, regret_at, reward_at, optimal_at):
     """Rounds ``t0 .. t0 + len(uniforms) - 1`` (0-based) of UCB1 for every run, state updated in place."""
     n_runs, k = counts.shape
     best = means.max()
@@ -225,15 +233,19 @@ def _ucb1_block(means, alpha, logs, t0, uniforms, priority, counts, sums, rounds
             sums[r, arm] += won
             regret[r] += best - means[arm]
             reward[r] += won
+            if means[arm] == best:
+                optimal[r] += 1.0
             if t + 1 == rounds[c]:
                 regret_at[r, c] = regret[r]
                 reward_at[r, c] = reward[r]
+                optimal_at[r, c] = optimal[r]
                 c += 1
         nxt[r] = c
 
 
 def ucb1_bernoulli_loop(env, policy, rounds: np.ndarray, block_pulls: int = 1 << 18):
-    """Play a reset :class:`UCB1` on a reset :class:`BernoulliArms`; ``(regret_at, reward_at, counts)``.
+    """Play a reset :class:`UCB1` on a reset :class:`BernoulliArms`; ``(regret_at, reward_at, counts, curves)`` as
+    :func:`thompson_bernoulli_loop`.
 
     The same numbers as the plain loop, round for round: the environment's uniforms come from its
     own generator in blocks of rounds (``Generator.random`` yields the same stream in blocks as
@@ -245,14 +257,14 @@ def ucb1_bernoulli_loop(env, policy, rounds: np.ndarray, block_pulls: int = 1 <<
     horizon, n_runs = int(rounds[-1]), policy.n_runs
     logs = np.log(np.maximum(np.arange(horizon), 1).astype(float))
     means = np.asarray(env.means, dtype=float)
-    regret, reward = np.zeros(n_runs), np.zeros(n_runs)
-    regret_at, reward_at = np.empty((n_runs, rounds.size)), np.empty((n_runs, rounds.size))
+    regret, reward, optimal = np.zeros(n_runs), np.zeros(n_runs), np.zeros(n_runs)
+    regret_at, reward_at, optimal_at = (np.empty((n_runs, rounds.size)) for _ in range(3))
     nxt = np.zeros(n_runs, dtype=np.int64)
     step = max(block_pulls // n_runs, 1)
     for t0 in range(0, horizon, step):
         uniforms = env._rng.random((min(step, horizon - t0), n_runs))
         _ucb1_block(means, float(policy.alpha), logs, t0, uniforms, policy._priority, policy._counts, policy._sums, rounds, nxt,
-                    regret, reward, regret_at, reward_at)
+                    regret, reward, optimal, regret_at, reward_at, optimal_at)
     policy._t += horizon
     env._t += horizon
-    return regret_at, reward_at, policy._counts.copy()
+    return regret_at, reward_at, policy._counts.copy(), {"optimal": optimal_at}
