@@ -23,7 +23,9 @@ Exactness of the posterior draw:
   (a rejection sampler, so its output has exactly the gamma law; the squeeze
   ``U < 1 - 0.0331 X^4`` only skips the logarithm when the full test would accept anyway);
   ``Gamma(s)`` for ``s < 1`` as ``Gamma(s + 1) U^(1/s)`` (Marsaglia & Tsang, sec. 6);
-- ``N(0, 1)`` by Marsaglia's polar method (both values of a pair used), uniforms as 53-bit doubles in [0, 1).
+- ``N(0, 1)`` by the ziggurat (Marsaglia & Tsang, 2000b, 128 layers as Doornik's ZIGNOR, 2005; exact:
+  rectangles, wedges accepted under the density, the tail by Marsaglia's method), uniforms as
+  53-bit doubles in [0, 1).
 
 Up to floating-point rounding, each round's choice has exactly Thompson sampling's law: the
 probability that arm ``i`` has the largest of independent posterior draws. The choices are not the
@@ -65,24 +67,60 @@ def _next(state):
 @njit(cache=True, inline="always")
 def _uniform(state):
     """A double in [0, 1) from the top 53 bits."""
-    return float(_next(state) >> np.uint64(11)) * _TWO_POW_M53
+    return float(np.int64(_next(state) >> np.uint64(11))) * _TWO_POW_M53
 
 
-@njit(cache=True, inline="always")
-def _normal(state, spare):
-    """N(0, 1), Marsaglia's polar method; the pair's second value waits in ``spare`` = [held, value]."""
-    if spare[0] != 0.0:
-        spare[0] = 0.0
-        return spare[1]
+_ZIGGURAT_LAYERS = 128
+_ZIGGURAT_R = 3.442619855899  # start of the tail (Marsaglia & Tsang, 2000b, 128 layers)
+_ZIGGURAT_V = 9.91256303526217e-3  # area of each layer
+
+
+def ziggurat_table() -> np.ndarray:
+    """``(2, 129)``: the layers' right edges ``x_0 > x_1 > ... > x_128 = 0`` and the ratios ``x_{i+1} / x_i``.
+
+    Marsaglia & Tsang's ziggurat for N(0, 1) with 128 layers of equal area ``V`` under
+    ``f(x) = exp(-x^2 / 2)`` (Doornik, 2005, ZIGNOR): ``x_0 = V / f(R)`` (the base layer with the
+    tail), ``x_1 = R``, ``x_{i+1} = f^{-1}(V / x_i + f(x_i))``.
+    """
+    x = np.zeros(_ZIGGURAT_LAYERS + 1)
+    f = math.exp(-0.5 * _ZIGGURAT_R * _ZIGGURAT_R)
+    x[0] = _ZIGGURAT_V / f
+    x[1] = _ZIGGURAT_R
+    for i in range(2, _ZIGGURAT_LAYERS):
+        x[i] = math.sqrt(-2.0 * math.log(_ZIGGURAT_V / x[i - 1] + f))
+        f = math.exp(-0.5 * x[i] * x[i])
+    table = np.zeros((2, _ZIGGURAT_LAYERS + 1))
+    table[0] = x
+    table[1, :_ZIGGURAT_LAYERS] = x[1:] / x[:-1]
+    return table
+
+
+@njit(cache=True)
+def _normal_edge(state, zig, i, u):
+    """N(0, 1) by the ziggurat (Marsaglia & Tsang, 2000b; Doornik, 2005) once the draw ``(i, u)`` missed its rectangle.
+
+    A draw takes one 64-bit word: the layer ``i`` from its low 7 bits, ``u`` in (-1, 1) from its top
+    53; ``u x_i`` is returned at once when ``|u| < x_{i+1} / x_i`` (inside the layer's rectangle, in
+    :func:`_gamma`). Here: the base layer's tail by Marsaglia's method, a wedge point accepted under
+    the density, or a fresh draw.
+    """
     while True:
-        x = 2.0 * _uniform(state) - 1.0
-        y = 2.0 * _uniform(state) - 1.0
-        r2 = x * x + y * y
-        if 0.0 < r2 < 1.0:
-            f = math.sqrt(-2.0 * math.log(r2) / r2)
-            spare[0] = 1.0
-            spare[1] = y * f
-            return x * f
+        if i == 0:
+            while True:
+                x = -math.log(1.0 - _uniform(state)) / _ZIGGURAT_R
+                y = -math.log(1.0 - _uniform(state))
+                if y + y > x * x:
+                    return _ZIGGURAT_R + x if u > 0.0 else -_ZIGGURAT_R - x
+        x = u * zig[0, i]
+        f0 = math.exp(-0.5 * (zig[0, i] * zig[0, i] - x * x))
+        f1 = math.exp(-0.5 * (zig[0, i + 1] * zig[0, i + 1] - x * x))
+        if f1 + _uniform(state) * (f0 - f1) < 1.0:
+            return x
+        word = _next(state)
+        i = np.int64(word & np.uint64(127))
+        u = float(np.int64(word >> np.uint64(11))) * (2.0 * _TWO_POW_M53) - 1.0
+        if abs(u) < zig[1, i]:
+            return u * zig[0, i]
 
 
 @njit(cache=True)
@@ -99,11 +137,15 @@ def _gamma_constants(shape, out, i):
 
 
 @njit(cache=True, inline="always")
-def _gamma(constants, i, state, spare):
+def _gamma(constants, i, state, zig):
     """Gamma(shape, 1) for the shape whose constants are ``constants[i]`` (Marsaglia & Tsang, 2000)."""
     d, c = constants[i, 0], constants[i, 1]
     while True:
-        x = _normal(state, spare)
+        # x ~ N(0, 1): the ziggurat's rectangle test written out here (the hot path), its rare cases in _normal_edge
+        word = _next(state)
+        layer = np.int64(word & np.uint64(127))
+        w = float(np.int64(word >> np.uint64(11))) * (2.0 * _TWO_POW_M53) - 1.0
+        x = w * zig[0, layer] if abs(w) < zig[1, layer] else _normal_edge(state, zig, layer, w)
         v = 1.0 + c * x
         if v <= 0.0:
             continue
@@ -123,7 +165,7 @@ def _gamma(constants, i, state, spare):
 
 
 @njit(cache=True)
-def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_states, rounds, successes, failures):
+def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_states, rounds, successes, failures, zig):
     n_runs, k = policy_states.shape[0], means.shape[0]
     horizon = rounds[rounds.shape[0] - 1]
     best = means.max()
@@ -135,11 +177,9 @@ def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_state
     beta = np.empty(k)
     ca = np.empty((k, 3))  # Marsaglia-Tsang constants of every arm's Gamma(alpha_i) and Gamma(beta_i)
     cb = np.empty((k, 3))
-    spare = np.zeros(2)
     for r in range(n_runs):
         pstate = policy_states[r]
         estate = env_states[r]
-        spare[0] = 0.0
         for i in range(k):
             alpha[i] = prior_alpha
             beta[i] = prior_beta
@@ -153,8 +193,8 @@ def _thompson_bernoulli(means, prior_alpha, prior_beta, policy_states, env_state
             arm = 0
             top = -1.0
             for i in range(k):
-                ga = _gamma(ca, i, pstate, spare)
-                sample = ga / (ga + _gamma(cb, i, pstate, spare))  # Beta(alpha_i, beta_i)
+                ga = _gamma(ca, i, pstate, zig)
+                sample = ga / (ga + _gamma(cb, i, pstate, zig))  # Beta(alpha_i, beta_i)
                 if sample > top:
                     top = sample
                     arm = i
@@ -196,7 +236,7 @@ def thompson_bernoulli_loop(env, policy, rounds: np.ndarray):
     env_states = env._rng.bit_generator.random_raw(4 * n_runs).astype(np.uint64).reshape(n_runs, 4)
     regret_at, reward_at, counts, optimal_at = _thompson_bernoulli(
         np.asarray(env.means, dtype=float), float(policy.prior_alpha), float(policy.prior_beta), policy_states, env_states, rounds,
-        policy._successes, policy._failures,
+        policy._successes, policy._failures, ziggurat_table(),
     )  # fmt: skip
     policy._t += horizon
     env._t += horizon
