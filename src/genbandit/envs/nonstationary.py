@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 

@@ -299,7 +299,7 @@ class CalibratedTIUCB(TIUCB):
 
     def _check_params(self) -> None:
         super()._check_params()
-        _needs(self.n_tests, self.horizon, "n_tests", type(self).__name__)
+        needs_horizon_or(self.n_tests, self.horizon, "n_tests", type(self).__name__)
 
     @property
     def change_threshold(self) -> float:
@@ -332,9 +332,7 @@ class CalibratedTIUCB(TIUCB):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.rising import RestedRisingArms
-
-        env = RestedRisingArms(instance="two-arm", horizon=400, seed=1)
+        env = ENVIRONMENTS.get("RestedRisingArms")(instance="two-arm", horizon=400, seed=1)
         return [(cls(n_arms=2, horizon=400, omega=5, seed=0), env), (cls(n_arms=2, delta=0.1, n_tests=50, omega=1, alpha=0.5, seed=0), env)]
 
 
