@@ -184,11 +184,7 @@ def test_compiled_thompson_choices_follow_the_exact_posterior_law(prior):
     means, horizon, n_runs = [0.2, 0.5, 0.8], 3, 20_000
     law = _thompson_count_law(means, prior, horizon)
     policy = ThompsonSampling(n_arms=3, prior_alpha=prior[0], prior_beta=prior[1])
-    env = BernoulliArms(means=means)
-    loop = policy.compiled_loop(env)
-    env.reset(n_runs, seed=11)
-    policy.reset(n_runs, seed=12)
-    _, _, counts, _ = loop(env, policy, np.arange(1, horizon + 1))
+    counts = simulate(BernoulliArms(means=means), policy, horizon, n_runs=n_runs, seed=11, backend="compiled").counts
     cells = sorted(law)
     observed = np.array([np.sum(np.all(counts == np.array(c), axis=1)) for c in cells])
     expected = np.array([law[c] for c in cells]) * n_runs
@@ -216,13 +212,12 @@ def test_compiled_thompson_is_reproducible_and_matches_the_numpy_loop_in_regret(
 
 
 def test_compiled_ucb1_takes_the_plain_loops_decisions_round_for_round():
-    from genbandit.core.rng import spawn_seeds
-
-    for seed, n_runs in ((3, 7), (4, 40)):
-        plain = simulate(BernoulliArms(means=BERNOULLI_10), UCB1(n_arms=10), horizon=3000, n_runs=n_runs, seed=seed)
-        env_seed, policy_seed = spawn_seeds(seed, 2)
-        env, policy = BernoulliArms(means=BERNOULLI_10).reset(n_runs, seed=env_seed), UCB1(n_arms=10).reset(n_runs, seed=policy_seed)
-        regret, reward, counts, curves = policy.compiled_loop(env)(env, policy, plain.rounds, block_pulls=1000)
-        assert np.array_equal(regret, plain.regret) and np.array_equal(reward, plain.reward) and np.array_equal(counts, plain.counts)
-        assert np.array_equal(curves["optimal"][:, -1], plain.totals["optimal"])
-        assert policy.t == 3000 and policy._counts.sum() == 3000 * n_runs
+    for seed, n_runs, horizon in ((3, 7, 3000), (4, 40, 3000), (5, 3, 100_000)):  # the last crosses blocks of 2^18 pulls
+        plain = simulate(BernoulliArms(means=BERNOULLI_10), UCB1(n_arms=10), horizon=horizon, n_runs=n_runs, seed=seed, backend="python")
+        policy = UCB1(n_arms=10)
+        compiled = simulate(BernoulliArms(means=BERNOULLI_10), policy, horizon=horizon, n_runs=n_runs, seed=seed, backend="compiled")
+        for key in ("regret", "reward", "counts"):
+            assert np.array_equal(getattr(compiled, key), getattr(plain, key)), key
+        assert np.array_equal(compiled.curves["optimal"], plain.curves["optimal"])
+        assert np.array_equal(compiled.totals["optimal"], plain.totals["optimal"])
+        assert policy.t == horizon and policy._counts.sum() == horizon * n_runs
