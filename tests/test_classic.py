@@ -152,8 +152,10 @@ def _thompson_count_law(means, prior, horizon):
 
     def choice_law(a, b):
         def p(i):
-            f = lambda x: stats.beta.pdf(x, a[i], b[i]) * np.prod([stats.beta.cdf(x, a[j], b[j]) for j in range(k) if j != i])  # noqa: E731
-            return integrate.quad(f, 0, 1, limit=200)[0]
+            def density_of_the_max(x):
+                return stats.beta.pdf(x, a[i], b[i]) * np.prod([stats.beta.cdf(x, a[j], b[j]) for j in range(k) if j != i])
+
+            return integrate.quad(density_of_the_max, 0, 1, limit=200)[0]
 
         probs = np.array([p(i) for i in range(k)])
         return probs / probs.sum()

@@ -82,8 +82,8 @@ def _calibrated_section(ctx: ReportContext) -> str:
                          f"({trapped.mean():.0%}; 95% Wilson interval {lo:.1%} to {hi:.1%}) |")
         calib = ctx.metric("two-arm", _CALIBRATED, "regret_ratio_to_best_of_SW-UCB_SW-TS_UCB1")
         verdict = "HOLDS" if calib["mean"] + 2 * (calib["stderr"] or 0.0) <= 0.2 else "DOES NOT HOLD"
-        out += [f"**two-arm**: final regret over the best of SW-UCB, SW-TS and UCB1 ({best_name}), per run, and the runs "
-                f"trapped (most-pulled arm not the best fixed arm). Criterion ratio <= 0.2 for {_CALIBRATED}: **{verdict}**.", "",
+        out += [(f"**two-arm**: final regret over the best of SW-UCB, SW-TS and UCB1 ({best_name}), per run, and the runs "
+                 f"trapped (most-pulled arm not the best fixed arm). Criterion ratio <= 0.2 for {_CALIBRATED}: **{verdict}**."), "",
                 "| policy | ratio (mean ± s.e.) | trapped runs |", "|---|---|---|", *lines, ""]
     rows = []
     for scenario in ("fifteen-arm", "learners", "llm-replay"):
