@@ -39,18 +39,24 @@ import numpy as np
 
 MEANS = (0.5, 0.45, 0.45, 0.45, 0.4, 0.4, 0.4, 0.35, 0.35, 0.3)
 ALGORITHMS = ("UCB1", "Thompson")
-LIBRARIES = ("genbandit", "SMPyBandits", "MABWiser")
+LIBRARIES = ("genbandit", "genbandit-plain", "SMPyBandits", "MABWiser")
 ROOT = Path(__file__).resolve().parents[1]
 
 #: What each library is asked to run, so that all three play the same algorithm.
 CONFIGURATION = {
     ("genbandit", "UCB1"): "`UCB1(n_arms=10, alpha=2.0)`: mean + sqrt(2 ln t / n), untried arms first; ties (untried arms included) "
-    "by a random order of the arms drawn per run at reset",
+    "by a random order of the arms drawn per run at reset; `simulate` runs its compiled loop (`backend=\"auto\"`), the plain "
+    "loop's decisions round for round",
+    ("genbandit-plain", "UCB1"): "the same policy through the plain numpy loop (`simulate(..., backend=\"python\")`)",
     ("SMPyBandits", "UCB1"): "`Policies.UCB(10)`: mean + sqrt(2 ln t / n) (`UCB.computeAllIndex`), untried arms index +inf, random tie-break",
     ("MABWiser", "UCB1"): "`LearningPolicy.UCB1(alpha=1.0)`: mean + alpha sqrt(2 ln t / n) (`_UCB1._get_ucb`); "
     "an untried arm's expectation is 0 in MABWiser, so the game starts with `fit` on one pull of each arm (the same "
     "K initial pulls as the others, in arm order); ties go to the first arm",
-    ("genbandit", "Thompson"): "`ThompsonSampling(n_arms=10)`: Beta(1 + successes, 1 + failures) per arm, play the largest sample",
+    ("genbandit", "Thompson"): "`ThompsonSampling(n_arms=10)`: Beta(1 + successes, 1 + failures) per arm, play the largest sample; "
+    "`simulate` runs its compiled loop (`backend=\"auto\"`: exact Beta draws as ratios of Marsaglia-Tsang gammas, its own "
+    "random streams)",
+    ("genbandit-plain", "Thompson"): "the same policy through the plain numpy loop (`simulate(..., backend=\"python\")`, "
+    "numpy's `Generator.beta`)",
     ("SMPyBandits", "Thompson"): "`Policies.Thompson(10)`: Beta(1 + successes, 1 + failures) (`Posterior.Beta`), largest sample",
     ("MABWiser", "Thompson"): "`LearningPolicy.ThompsonSampling()`: Beta counters start at 1 (`_ThompsonSampling.fit`), largest sample",
 }
@@ -70,12 +76,12 @@ def _time_games(game, horizon: int, runs: int, seed: int) -> tuple[float, float,
     return time.perf_counter() - start, time.process_time() - cpu, regrets
 
 
-def _play_genbandit(algorithm: str, horizon: int, runs: int, seed: int) -> tuple[float, float, list[float]]:
+def _play_genbandit(algorithm: str, horizon: int, runs: int, seed: int, backend: str = "auto") -> tuple[float, float, list[float]]:
     from genbandit import BernoulliArms, ThompsonSampling, UCB1, simulate
 
     def game(t: int, n: int, s: int):
         policy = UCB1(n_arms=len(MEANS), alpha=2.0) if algorithm == "UCB1" else ThompsonSampling(n_arms=len(MEANS))
-        return simulate(BernoulliArms(means=list(MEANS)), policy, t, n_runs=n, seed=s, n_checkpoints=2)
+        return simulate(BernoulliArms(means=list(MEANS)), policy, t, n_runs=n, seed=s, n_checkpoints=2, backend=backend)
 
     game(200, 2, seed + 10**6)  # warm-up
     start, cpu = time.perf_counter(), time.process_time()
@@ -131,7 +137,11 @@ def _play_mabwiser(algorithm: str, horizon: int, runs: int, seed: int) -> tuple[
     return _time_games(game, horizon, runs, seed)
 
 
-PLAYERS = {"genbandit": _play_genbandit, "SMPyBandits": _play_smpybandits, "MABWiser": _play_mabwiser}
+def _play_genbandit_plain(algorithm: str, horizon: int, runs: int, seed: int) -> tuple[float, float, list[float]]:
+    return _play_genbandit(algorithm, horizon, runs, seed, backend="python")
+
+
+PLAYERS = {"genbandit": _play_genbandit, "genbandit-plain": _play_genbandit_plain, "SMPyBandits": _play_smpybandits, "MABWiser": _play_mabwiser}
 
 
 def _worker(library: str, algorithm: str, horizon: int, runs: int, seed: int) -> None:
@@ -144,9 +154,9 @@ def _version(library: str) -> str:
     from importlib import metadata
 
     try:
-        return metadata.version(library.lower() if library != "genbandit" else "genbandit")
+        return metadata.version("genbandit" if library.startswith("genbandit") else library.lower())
     except metadata.PackageNotFoundError:
-        if library == "genbandit":
+        if library.startswith("genbandit"):
             import genbandit
 
             return genbandit.__version__
@@ -182,7 +192,7 @@ def _welch(a: list[float], b: list[float]) -> tuple[float, float]:
 
 
 def _profile(algorithm: str, horizon: int, runs: int) -> str:
-    """cProfile of genbandit's simulate: where a pull's time goes."""
+    """cProfile of genbandit's plain loop (the compiled loops are a single call): where a pull's time goes."""
     import cProfile
     import io
     import pstats
@@ -190,10 +200,10 @@ def _profile(algorithm: str, horizon: int, runs: int) -> str:
     from genbandit import BernoulliArms, ThompsonSampling, UCB1, simulate
 
     policy = UCB1(n_arms=len(MEANS)) if algorithm == "UCB1" else ThompsonSampling(n_arms=len(MEANS))
-    simulate(BernoulliArms(means=list(MEANS)), policy, 200, n_runs=2, seed=1)
+    simulate(BernoulliArms(means=list(MEANS)), policy, 200, n_runs=2, seed=1, backend="python")
     profiler = cProfile.Profile()
     profiler.enable()
-    simulate(BernoulliArms(means=list(MEANS)), policy, horizon, n_runs=runs, seed=1, n_checkpoints=2)
+    simulate(BernoulliArms(means=list(MEANS)), policy, horizon, n_runs=runs, seed=1, n_checkpoints=2, backend="python")
     profiler.disable()
     stream = io.StringIO()
     pstats.Stats(profiler, stream=stream).strip_dirs().sort_stats("tottime").print_stats(14)
@@ -299,7 +309,8 @@ def _render(measured: dict, profiles: dict, args: argparse.Namespace, command: s
         "",
         "## Where genbandit's time goes",
         "",
-        f"cProfile of one `simulate` call (T = {min(args.horizon, 2000):,}, {args.runs} runs), sorted by own time:",
+        f"cProfile of one `simulate(..., backend=\"python\")` call, the plain loop (T = {min(args.horizon, 2000):,}, "
+        f"{args.runs} runs), sorted by own time; the compiled loops are one call each:",
         "",
     ]
     for algorithm, text in profiles.items():

@@ -75,12 +75,16 @@ def test_simulate_refuses_an_out_of_range_reward_as_update_does():
 def test_backends_are_chosen_by_capability():
     env = BernoulliArms(means=[0.3, 0.7])
     with pytest.raises(InvalidParameterError, match="has no compiled loop"):
-        simulate(env, UCB1(n_arms=2), horizon=10, backend="compiled")
+        simulate(env, KLUCB(n_arms=2), horizon=10, backend="compiled")
+    with pytest.raises(InvalidParameterError, match="has no compiled loop"):
+        simulate(AdversarialTable(rewards=[[0.5, 1.0]] * 10), UCB1(n_arms=2), horizon=10, backend="compiled")
     with pytest.raises(InvalidParameterError, match="backend must be one of"):
         simulate(env, UCB1(n_arms=2), horizon=10, backend="numba")
+    # UCB1 offers a compiled loop on Bernoulli arms: chosen by default, the plain loop's numbers
     a = simulate(env, UCB1(n_arms=2), horizon=200, n_runs=2, seed=3)
     b = simulate(env, UCB1(n_arms=2), horizon=200, n_runs=2, seed=3, backend="python")
     np.testing.assert_array_equal(a.regret, b.regret)
+    np.testing.assert_array_equal(a.curves["optimal"], b.curves["optimal"])
 
 
 def test_the_policy_time_is_booked_apart_from_the_environment():

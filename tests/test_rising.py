@@ -10,7 +10,19 @@ import pytest
 from genbandit import simulate
 from genbandit.envs.rising import LearnerArms, LLMReplay, RestedRisingArms, synthetic_curves
 from genbandit.policies._stats import kl_bernoulli
-from genbandit.policies.rising import SWKLUCB, SWTS, SWUCB, TIUCB, ClippedKLUCB, RedUCB, Rexp3, Ser4, trend_prediction
+from genbandit.policies.rising import (
+    SWKLUCB,
+    SWTS,
+    SWUCB,
+    TIUCB,
+    CalibratedTIUCB,
+    ClippedKLUCB,
+    RedUCB,
+    Rexp3,
+    Ser4,
+    change_statistic_variance,
+    trend_prediction,
+)
 
 
 def _feed(policy, arm, values):
@@ -123,6 +135,62 @@ def test_tiucb_batch_runs_are_independent():
     policy.update_batch(np.array([0, 1, 0]), np.array([0.1, 0.2, 0.3]))
     assert policy._n.tolist() == [[1, 0], [0, 1], [1, 0]]
     assert policy._sum_y.tolist() == [[0.1, 0.0], [0.0, 0.2], [0.3, 0.0]]
+
+
+# ----------------------------------------------------------------------------- TI-UCB (calibrated), ours
+def _flat_noise_resets(policy, n_runs, horizon, sigma, seed):
+    """Feed every run of a one-arm ``policy`` a flat mean 0.5 plus N(0, sigma^2) noise; resets per run."""
+    rng = np.random.default_rng(seed)
+    policy.reset(n_runs=n_runs)
+    arms = np.zeros(n_runs, dtype=np.int64)
+    for _ in range(horizon):
+        policy.update_batch(arms, 0.5 + sigma * rng.standard_normal(n_runs))
+    return policy._resets[:, 0]
+
+
+def test_change_statistic_variance_matches_the_window_fits():
+    """kappa(omega) sigma^2 is the variance of p1 - p2 on pure noise (Monte Carlo, 20,000 windows)."""
+    rng = np.random.default_rng(0)
+    for omega in (1, 5, 30):
+        y = rng.standard_normal((20_000, 2 * omega))
+        s = np.arange(1, 2 * omega + 1, dtype=float)
+        p1 = trend_prediction(y[:, :omega].sum(1), (y[:, :omega] * s[:omega]).sum(1), 1, omega, 2 * omega + 1)
+        p2 = trend_prediction(y[:, omega:].sum(1), (y[:, omega:] * s[omega:]).sum(1), omega + 1, 2 * omega, 2 * omega + 1)
+        assert np.var(p1 - p2) == pytest.approx(change_statistic_variance(omega), rel=0.04)
+
+
+def test_calibrated_tiucb_false_alarm_rate_on_a_flat_arm_is_within_its_level():
+    """400 runs of 3,000 pulls of a flat arm (sigma = 0.1, omega = 20): at most alpha = 0.05 of the runs
+    ever reset, where TI-UCB's gamma / 2 = 0.15 resets in every run."""
+    horizon, sigma, alpha = 3_000, 0.1, 0.05
+    calibrated = CalibratedTIUCB(n_arms=1, horizon=horizon, omega=20, sigma=sigma, alpha=alpha, seed=0)
+    resets = _flat_noise_resets(calibrated, 400, horizon, sigma, seed=1)
+    assert np.mean(resets > 0) <= alpha
+    paper = _flat_noise_resets(TIUCB(n_arms=1, horizon=horizon, omega=20, gamma=0.3, seed=0), 400, horizon, sigma, seed=1)
+    assert np.all(paper > 0)
+
+
+def test_calibrated_tiucb_detects_a_jump_and_the_reset_never_raises_the_index():
+    omega = 20
+    policy = CalibratedTIUCB(n_arms=1, horizon=10_000, omega=omega, sigma=0.1, seed=0)
+    never = CalibratedTIUCB(n_arms=1, horizon=10_000, omega=omega, sigma=0.1, n_tests=10**300, alpha=1e-300, seed=0)
+    assert never.change_threshold > 10  # a test that cannot fire: the same arm, never reset
+    rng = np.random.default_rng(2)
+    fired_at = None
+    for k, x in enumerate(np.concatenate([0.8 + 0.1 * rng.standard_normal(400), 0.2 + 0.1 * rng.standard_normal(3 * omega)])):
+        for p in (policy, never):
+            p.update(0, float(x))
+        assert policy._index()[0, 0] <= never._index()[0, 0] + 1e-12
+        if fired_at is None and policy._resets[0, 0]:
+            fired_at = k + 1
+    assert never._resets[0, 0] == 0 and fired_at is not None and 400 < fired_at <= 400 + omega
+    # right after the reset the whole history bounds the index; TI-UCB, reset on the same data,
+    # gives the arm the width of a few observations
+    assert policy._index()[0, 0] == pytest.approx(never._index()[0, 0])
+    paper = _feed(TIUCB(n_arms=1, horizon=10_000, omega=omega, gamma=0.3, seed=0), 0, [])
+    rng = np.random.default_rng(2)
+    _feed(paper, 0, np.concatenate([0.8 + 0.1 * rng.standard_normal(400), 0.2 + 0.1 * rng.standard_normal(3 * omega)]))
+    assert paper._resets[0, 0] >= 1 and paper._index()[0, 0] > policy._index()[0, 0] + 5
 
 
 # ----------------------------------------------------------------------------- baselines, one hand-computed step each

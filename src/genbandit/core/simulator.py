@@ -18,8 +18,10 @@ the plain loop is a small option of the same loop, never a copy of it:
   public ``compiled_loop(env)`` method (``None`` otherwise). ``backend="auto"`` runs it when no
   stop condition is asked for; ``"python"`` forces the plain loop, ``"compiled"`` requires the
   compiled one. A compiled loop takes the freshly reset environment and policy and the checkpoint
-  rounds and returns ``(regret_at, reward_at, counts)``; each one is tested round for round against
-  the plain loop on the same random numbers.
+  rounds and returns ``(regret_at, reward_at, counts)``, optionally followed by a dict of ``Step.info``
+  keys recorded cumulatively at the checkpoints (``curves``; ``totals`` are their last columns);
+  each one is tested round for round against the plain loop on the same random numbers, or, where
+  it draws its own random numbers, against the law of the plain loop's choices.
 """
 
 from __future__ import annotations
@@ -100,16 +102,17 @@ def _check_setup(env: Environment, policy: Policy, horizon: int) -> None:
         raise InvalidParameterError(f"{type(policy).__name__} needs contexts, which {type(env).__name__} does not produce.")
 
 
-def _pick_loop(env: Environment, policy: Policy, backend: str, stop) -> Callable | None:
-    """The compiled loop to run, or ``None`` for the plain one."""
+def _pick_loop(env: Environment, policy: Policy, backend: str, stop, time_policy: bool) -> Callable | None:
+    """The compiled loop to run, or ``None`` for the plain one (which alone can stop runs or time the policy)."""
     if backend not in BACKEND_CHOICES:
         raise InvalidParameterError(f"backend must be one of {', '.join(BACKEND_CHOICES)}. Got {backend!r} instead.")
     if backend == "python":
         return None
     offer = getattr(policy, "compiled_loop", None)
-    loop = offer(env) if callable(offer) and stop is None else None
+    loop = offer(env) if callable(offer) and stop is None and not time_policy else None
     if backend == "compiled" and loop is None:
-        raise InvalidParameterError(f"{type(policy).__name__} has no compiled loop for {type(env).__name__}" + (" with a stop condition." if stop is not None else "."))
+        asked = " with a stop condition." if stop is not None else " that times the policy." if time_policy else "."
+        raise InvalidParameterError(f"{type(policy).__name__} has no compiled loop for {type(env).__name__}{asked}")
     return loop
 
 
@@ -148,13 +151,15 @@ def simulate(
     if env.n_arms != policy.n_arms:
         raise InvalidParameterError(f"{type(policy).__name__} has {policy.n_arms} arms but {type(env).__name__} has {env.n_arms}.")
     rounds = checkpoint_grid(int(horizon), n_checkpoints)
-    loop = _pick_loop(env, policy, backend, stop)
+    loop = _pick_loop(env, policy, backend, stop, time_policy)
     start = time.perf_counter()
     if loop is not None:
-        regret_at, reward_at, counts = loop(env, policy, rounds)
+        regret_at, reward_at, counts, *info = loop(env, policy, rounds)
         wall = time.perf_counter() - start
+        curves = info[0] if info else {}
         return SimulationResult(
             horizon=int(horizon), n_runs=n_runs, rounds=rounds, regret=regret_at, reward=reward_at, counts=counts, wall_time=wall,
+            totals={key: curve[:, -1].copy() for key, curve in curves.items()}, curves=curves,
             stopping_time=np.full(n_runs, int(horizon), dtype=np.int64),
         )  # fmt: skip
     book = _Book(rounds, n_runs, env.n_arms, policy, time_policy)

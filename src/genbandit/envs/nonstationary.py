@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from ..core.base import Environment, Step
 from ..core.registry import register_environment
 from ..core.validation import ArrayOf, Interval, InvalidParameterError, check_finite_array
 
-__all__ = ["AdversarialTable", "SwitchingArms", "PiecewiseStationary"]
+__all__ = ["AdversarialTable", "SwitchingArms", "UCB1TrapTable", "PiecewiseStationary"]
 
 
 class _RewardTable(Environment):
@@ -130,6 +130,68 @@ class SwitchingArms(_RewardTable):
     @classmethod
     def _check_examples(cls) -> list[Environment]:
         return [cls(horizon=300, period=50, means=[[0.8, 0.2], [0.3, 0.6]])]
+
+
+@register_environment("ucb1-trap", "anti-ucb1")
+class UCB1TrapTable(_RewardTable):
+    """An oblivious table built in advance against UCB1: the arm UCB1 will play gets 0, the others 1.
+
+    Every deterministic bandit policy has linear worst-case regret against an oblivious adversary:
+    simulate the policy before the game and give the arm it will choose reward 0 and every other
+    arm reward 1; the policy then earns nothing while the best fixed arm earns at least
+    ``(T - K)(1 - 1/K)`` (Lattimore & Szepesvari, *Bandit Algorithms*, 2020, sec. 11.1). This
+    table applies that argument to UCB1 with genbandit's index, ``mean_i + sqrt(alpha ln t / n_i)``
+    with ``t`` the rounds played so far (:class:`~genbandit.policies.classic.UCB1`), and is
+    fixed when it is built, before any play:
+
+    - rounds ``0..K-1`` (UCB1 tries every arm once, in an order drawn at random): arm ``i`` earns
+      ``(K - 1 - i) / (K - 1)`` in each of them, so whatever the order each arm has been seen once
+      with a distinct mean;
+    - every later round: the table replays UCB1's index on the rewards UCB1 will have seen (its
+      chosen arm has earned 0 since), gives the arm of the largest index reward 0, the others 1.
+
+    UCB1 (with the same ``alpha``) therefore earns ``K / 2`` in the first ``K`` rounds and nothing
+    after, and its regret against the best fixed arm grows linearly, about ``T (1 - 1/K)``. A randomised
+    policy is not fooled: EXP3's expected regret against any oblivious table is at most
+    ``2 sqrt(T K ln K)`` with its anytime learning rate (Bubeck & Cesa-Bianchi, 2012, Theorem 3.1).
+
+    >>> from genbandit.envs.nonstationary import UCB1TrapTable
+    >>> UCB1TrapTable(horizon=6).table.tolist()
+    [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]
+    """
+
+    name = "ucb1-trap"
+    _parameter_constraints = {
+        "horizon": [Interval(Integral, 1, None, "left")],
+        "n_arms": [Interval(Integral, 2, None, "left")],
+        "alpha": [Interval(Real, 0, None, "neither")],
+    }
+
+    def __init__(self, horizon: int, n_arms: int = 2, alpha: float = 2.0, seed=None) -> None:
+        self.horizon = horizon
+        self.n_arms = n_arms
+        self.alpha = alpha
+        self.seed = seed
+
+    def _build_table(self) -> np.ndarray:
+        k = self.n_arms
+        first = (k - 1 - np.arange(k)) / (k - 1)
+        table = np.ones((self.horizon, k))
+        table[: min(k, self.horizon)] = first
+        counts = np.ones((1, k), dtype=np.int64)
+        sums = first[None, :].copy()
+        for t in range(k, self.horizon):
+            # UCB1's index exactly as the policy computes it (same operations, same rounding)
+            n = np.maximum(counts, 1)
+            index = sums / np.maximum(counts, 1) + np.sqrt(self.alpha * np.log(max(t, 1)) / n)
+            arm = int(index[0].argmax())
+            table[t, arm] = 0.0
+            counts[0, arm] += 1
+        return table
+
+    @classmethod
+    def _check_examples(cls) -> list[Environment]:
+        return [cls(horizon=300, n_arms=3)]
 
 
 @register_environment("piecewise")

@@ -52,6 +52,8 @@ class BernoulliArms(_FixedMeans):
     """
 
     name = "bernoulli-arms"
+    #: What compiled loops look for: fixed means, reward 1 when a uniform falls below the chosen mean.
+    reward_law = "bernoulli"
     _parameter_constraints = {"means": [ArrayOf(Interval(Real, 0, 1, "both"))]}
 
     def __init__(self, means, seed=None) -> None:

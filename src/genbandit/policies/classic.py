@@ -74,6 +74,19 @@ class UCB1(_IndexPolicy):
         n = np.maximum(self._counts, 1)
         return self._means() + np.sqrt(self.alpha * np.log(max(self._t, 1)) / n)
 
+    def compiled_loop(self, env):
+        """The compiled loop :func:`genbandit.simulate` runs for this policy on ``env``, or ``None``.
+
+        Offered for fixed-mean Bernoulli arms (``env.reward_law == "bernoulli"``):
+        :func:`genbandit.policies._classic_numba.ucb1_bernoulli_loop`, the plain loop's decisions
+        round for round on the same random numbers.
+        """
+        if getattr(env, "reward_law", None) != "bernoulli":
+            return None
+        from ._classic_numba import ucb1_bernoulli_loop
+
+        return ucb1_bernoulli_loop
+
 
 @register_policy("klucb")
 class KLUCB(_IndexPolicy):
@@ -132,6 +145,19 @@ class ThompsonSampling(Policy):
     def _select(self, contexts: np.ndarray | None) -> np.ndarray:
         samples = self._rng.beta(self._successes + self.prior_alpha, self._failures + self.prior_beta)
         return samples.argmax(axis=1)
+
+    def compiled_loop(self, env):
+        """The compiled loop :func:`genbandit.simulate` runs for this policy on ``env``, or ``None``.
+
+        Offered for fixed-mean Bernoulli arms (environments whose ``reward_law`` is ``"bernoulli"``):
+        :func:`genbandit.policies._classic_numba.thompson_bernoulli_loop`, the same posterior law
+        with its own exact Beta sampler and random streams (see that module).
+        """
+        if getattr(env, "reward_law", None) != "bernoulli":
+            return None
+        from ._classic_numba import thompson_bernoulli_loop
+
+        return thompson_bernoulli_loop
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray | None) -> None:
         rows = np.arange(actions.shape[0])

@@ -31,7 +31,7 @@ from ._stats import argmax_random_ties, clip01, needs_horizon_or
 from .classic import KLUCB
 from .nonstationary import SWKLUCB, SWTS, SWUCB, Rexp3, Ser4, rexp3_tuning  # noqa: F401  (the paper's baselines, importable from here too)
 
-__all__ = ["TIUCB", "ClippedKLUCB", "Rexp3", "rexp3_tuning", "Ser4", "SWUCB", "SWTS", "SWKLUCB", "RedUCB", "trend_prediction"]
+__all__ = ["TIUCB", "CalibratedTIUCB", "change_statistic_variance", "ClippedKLUCB", "Rexp3", "rexp3_tuning", "Ser4", "SWUCB", "SWTS", "SWKLUCB", "RedUCB", "trend_prediction"]
 
 
 def trend_prediction(sum_y, sum_sy, lo, hi, x0):
@@ -137,10 +137,18 @@ class TIUCB(Policy):
             pred = trend_prediction(self._sum_y, self._sum_sy, 1.0, n, n + 1.0)
         return np.where(self._n > 0, pred, np.nan)
 
-    def _select(self, contexts: np.ndarray | None) -> np.ndarray:
+    def _index(self) -> np.ndarray:
+        """Prediction plus width for every arm, ``(n_runs, n_arms)``; ``inf`` for untried arms."""
         with np.errstate(divide="ignore", invalid="ignore"):
             index = self._predictions() + self.width_constant / np.sqrt(self._n)
-        return argmax_random_ties(np.where(self._n == 0, np.inf, index), self._rng)
+        return np.where(self._n == 0, np.inf, index)
+
+    def _select(self, contexts: np.ndarray | None) -> np.ndarray:
+        return argmax_random_ties(self._index(), self._rng)
+
+    def _change_threshold(self) -> float:
+        """A change fires when the two window predictions differ by more than this (Line 10: gamma / 2)."""
+        return self.gamma / 2.0
 
     def _window_predictions(self, rows: np.ndarray, arms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Predictions at ``n + 1`` of the lines on w1 and w2 for (run, arm) pairs with ``n >= 2ω``."""
@@ -167,7 +175,7 @@ class TIUCB(Policy):
             return
         r, a = rows[check], actions[check]
         first, second = self._window_predictions(r, a)
-        fired = np.abs(first - second) > self.gamma / 2.0
+        fired = np.abs(first - second) > self._change_threshold()
         if fired.any():
             r, a, x = r[fired], a[fired], feedback[r[fired]]
             self._n[r, a] = 1  # Line 11: the newest observation becomes s = 1 of the new segment
@@ -189,6 +197,143 @@ class TIUCB(Policy):
 
         env = RestedRisingArms(instance="two-arm", horizon=400, seed=1)
         return [(cls(n_arms=2, horizon=400, omega=5, seed=0), env), (cls(n_arms=2, delta=0.1, omega=1, conf_c=1.0, seed=0), env)]
+
+
+def change_statistic_variance(omega: int) -> float:
+    """Variance factor ``kappa`` of TI-UCB's change statistic: ``Var(p1 - p2) = kappa * sigma^2``.
+
+    ``p1`` and ``p2`` are the least-squares lines on the windows ``w1`` and ``w2`` of ``omega``
+    observations each, both evaluated at ``n + 1`` (TI-UCB, Algorithm 1, Line 10). A line on ``m``
+    points with independent noise of variance ``sigma^2`` predicts at distance ``d`` from the
+    window's centre with variance ``sigma^2 (1/m + d^2 / S_xx)``, ``S_xx = m (m^2 - 1) / 12``;
+    here ``d = (3 omega + 1) / 2`` for ``w1`` and ``(omega + 1) / 2`` for ``w2``, and the two
+    windows share no observation. One-point windows (``omega = 1``) predict their value: ``kappa = 2``.
+
+    >>> change_statistic_variance(1), round(change_statistic_variance(100), 6)
+    (2.0, 0.322436)
+    """
+    if omega == 1:
+        return 2.0
+    w = float(omega)
+    return 2.0 / w + 3.0 * ((3.0 * w + 1.0) ** 2 + (w + 1.0) ** 2) / (w * (w * w - 1.0))
+
+
+@register_policy("tiucb-calibrated", "calibrated-ti-ucb")
+class CalibratedTIUCB(TIUCB):
+    """TI-UCB with a change test calibrated to a false-alarm level and resets that cannot raise an index.
+
+    Ours, not the paper's: :class:`TIUCB` (Xia et al., WWW 2024, Algorithm 1) with two changes,
+    everything else (trend index, width ``conf_c * sqrt(2 ln(1/delta) / n)``, windows, the reset
+    to the newest observation) as in :class:`TIUCB`.
+
+    **Calibrated change test.** TI-UCB fires when the window predictions ``p1``, ``p2`` differ by
+    more than ``gamma / 2``. On an arm whose mean is linear over the last ``2 omega`` pulls (a flat
+    arm included) both are unbiased for the same value, so with independent ``sigma``-sub-Gaussian
+    noise ``p1 - p2`` is sub-Gaussian with variance proxy ``kappa(omega) sigma^2``
+    (:func:`change_statistic_variance`), and ``P(|p1 - p2| > h) <= 2 exp(-h^2 / (2 kappa sigma^2))``.
+    The threshold ``h = sigma * sqrt(2 kappa(omega) ln(2 N / alpha))`` makes each test's
+    false-alarm probability at most ``alpha / N``; a run makes at most ``N`` tests (one per round,
+    on the pulled arm; ``N = n_tests``, by default the horizon), so by the union bound **a run
+    raises a false alarm anywhere, on any flat or linear arm, with probability at most
+    ``alpha``**. With the paper's two-arm setting (``sigma = 0.1``, ``omega = 100``, ``N =
+    200,000``, ``alpha = 0.05``) ``h = 0.320``, where TI-UCB's ``gamma / 2 = 0.15`` fires with
+    probability about 0.008 per test.
+
+    **Resets capped by the whole history.** After a reset TI-UCB's index is ``X + W / sqrt(1)``: a
+    false alarm on a low arm makes it the most optimistic arm for many thousands of pulls, and the
+    next false alarm comes first (the trap measured in the TI-UCB reproduction). Here an arm's
+    index is the smaller of the segment index (as TI-UCB) and the same index on the arm's whole
+    history, as if it had never been reset. For a rested rising arm (non-decreasing and concave
+    expected reward) the least-squares line over the whole history evaluated at ``n + 1`` lies on
+    or above the curve, so the whole-history index is still an upper confidence bound, and a reset
+    can lower an arm's index (when the recent segment predicts less) but never raise it above what
+    all of its data support.
+
+    Parameters
+    ----------
+    n_arms : int
+    horizon : int, optional
+        Sets ``delta = 1 / horizon`` and ``n_tests = horizon`` when they are not given.
+    delta : float in (0, 1), optional
+    omega : int, default 100
+        Change-detection window (the paper's).
+    conf_c : float, default 16
+        Multiplier of the confidence width (the paper's Proposition 1).
+    sigma : float, default 0.1
+        Sub-Gaussian scale of the reward noise (the paper's synthetic problems use 0.1).
+    alpha : float in (0, 1), default 0.05
+        Probability of any false alarm in a run on arms that do not change.
+    n_tests : int, optional
+        Number of change tests the level is spread over; defaults to ``horizon``.
+
+    Examples
+    --------
+    >>> from genbandit.policies.rising import CalibratedTIUCB
+    >>> policy = CalibratedTIUCB(n_arms=2, horizon=200_000, seed=0)
+    >>> round(policy.change_threshold, 3)
+    0.32
+    >>> for x in (0.1, 0.2, 0.3):
+    ...     _ = policy.update(0, x)
+    >>> round(float(policy._index()[0, 0] - policy.width_constant / 3 ** 0.5), 6)  # the trend line at 4
+    0.4
+    """
+
+    name = "TI-UCB (calibrated)"
+    _parameter_constraints = {
+        "sigma": [Interval(Real, 0, None, "neither")],
+        "alpha": [Interval(Real, 0, 1, "neither")],
+        "n_tests": [None, Interval(Integral, 1, None, "left")],
+    }
+
+    def __init__(self, n_arms: int, horizon: int | None = None, delta: float | None = None, omega: int = 100,
+                 conf_c: float = 16.0, sigma: float = 0.1, alpha: float = 0.05, n_tests: int | None = None, seed=None) -> None:
+        self.n_arms = n_arms
+        self.horizon = horizon
+        self.delta = delta
+        self.omega = omega
+        self.conf_c = conf_c
+        self.sigma = sigma
+        self.alpha = alpha
+        self.n_tests = n_tests
+        self.seed = seed
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        needs_horizon_or(self.n_tests, self.horizon, "n_tests", type(self).__name__)
+
+    @property
+    def change_threshold(self) -> float:
+        """``sigma * sqrt(2 kappa(omega) ln(2 N / alpha))``: each test's false-alarm probability is at most ``alpha / N``."""
+        n_tests = self.n_tests if self.n_tests is not None else self.horizon
+        return self.sigma * math.sqrt(2.0 * change_statistic_variance(self.omega) * math.log(2.0 * n_tests / self.alpha))
+
+    def _change_threshold(self) -> float:
+        return self.change_threshold
+
+    def _init_state(self, n_runs: int) -> None:
+        super()._init_state(n_runs)
+        self._pulls = np.zeros((n_runs, self.n_arms), dtype=np.int64)
+        self._history_y = np.zeros((n_runs, self.n_arms))
+        self._history_sy = np.zeros((n_runs, self.n_arms))
+
+    def _index(self) -> np.ndarray:
+        pulls = self._pulls.astype(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            whole = trend_prediction(self._history_y, self._history_sy, 1.0, pulls, pulls + 1.0) + self.width_constant / np.sqrt(pulls)
+        return np.minimum(super()._index(), np.where(self._pulls == 0, np.inf, whole))
+
+    def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray | None) -> None:
+        rows = np.arange(actions.shape[0])
+        pulls = self._pulls[rows, actions] + 1
+        self._pulls[rows, actions] = pulls
+        self._history_y[rows, actions] += feedback
+        self._history_sy[rows, actions] += pulls * feedback
+        super()._update(actions, feedback, contexts)
+
+    @classmethod
+    def _check_examples(cls):
+        env = ENVIRONMENTS.get("RestedRisingArms")(instance="two-arm", horizon=400, seed=1)
+        return [(cls(n_arms=2, horizon=400, omega=5, seed=0), env), (cls(n_arms=2, delta=0.1, n_tests=50, omega=1, alpha=0.5, seed=0), env)]
 
 
 def _rested_example(cls, **params):
