@@ -7,17 +7,24 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
 :class:`WarmThroughputUCB` changes both:
 
 - **Objective: tokens per second.** Each round reports the tokens it emitted *and* its wall time;
-  the policy estimates every arm's rate ``sum tokens / sum seconds`` (a ratio of sums, the rate
-  of a renewal-reward process) and plays the arm of largest optimistic rate.
+  the policy estimates every arm's rate as its tokens per round over its seconds per round (the
+  rate of a renewal-reward process) and plays the arm of largest optimistic rate. Tokens per round
+  depend on the prompt and are learned per response (below); seconds per round are a property of
+  the arm (its drafter's cost, the verification of its draft length, cache catch-up) and are
+  averaged over everything seen, which keeps a noisy clock from swaying the choice.
 - **Warm start.** The statistics carry from one response to the next: at the start of a response
   each arm's carried pulls are capped at ``memory`` (its mean kept), and within the response they
-  count as ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` after the arm's own
-  ``m`` pulls in this response, so the response's own rounds override the prior within a few
-  rounds when the prompt differs from the earlier ones (copy-heavy after free text).
+  count as ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` after ``m`` pulls of
+  the arm in this response, so the response's own rounds override the prior within a few rounds
+  when the prompt differs from the earlier ones (copy-heavy after free text).
+- **Drift within a response.** The response's own rounds are discounted by ``discount`` per round
+  (discounted UCB, Garivier and Moulines 2011), so an arm left after a few poor rounds early in a
+  response (a copier before the text starts repeating) drifts back to its carried estimate and is
+  tried again; a round slower than ``4x`` the arm's mean time per round (a preempted process) is
+  counted as ``4x``.
 - **Dominated arms drop out.** The optimism is relative, ``rate (1 + exploration sqrt(ln n / n_i))``
-  with ``n`` all pulls (carried included): an arm much slower than the best one over many
-  responses has a bonus too small to be pulled again, while an arm within the noise keeps being
-  tried now and then.
+  with ``n_i`` the arm's effective pulls: an arm much slower than the best one has a bonus too
+  small to be pulled again, while an arm within the noise keeps being tried now and then.
 
 The simulator runs many responses in lockstep (one per run), so ``begin_response(runs)`` starts a
 new response for the runs in ``runs`` only.
@@ -43,14 +50,16 @@ class WarmThroughputUCB(Policy):
 
     ``update(arm, {"tokens": y, "seconds": s})``: the round emitted ``y >= 1`` tokens in ``s > 0``
     seconds. A bare number ``y`` counts as ``{"tokens": y, "seconds": 1}`` (a simulator that reports
-    no time: the rate is then tokens per round). Per arm ``i`` the policy keeps carried sums (tokens ``C^y_i``, seconds ``C^s_i``, pulls
-    ``C^n_i``) from earlier responses and the current response's sums ``R_i``; with
-    ``w_i = min(prior_rounds, C^n_i) / (C^n_i (1 + R^n_i))`` the arm's rate estimate is
-    ``(w_i C^y_i + R^y_i) / (w_i C^s_i + R^s_i)`` and its index
-    ``rate_i (1 + exploration sqrt(ln(n) / n_i))``, ``n_i = C^n_i + R^n_i`` and ``n = sum_i n_i``.
-    An arm never pulled is played first. ``begin_response()`` folds the response into the carried
-    sums and caps each arm's carried pulls at ``memory`` (means kept), so older responses fade.
-    ``reset()`` forgets everything.
+    no time: the rate is then tokens per round). Per arm ``i`` the policy keeps carried sums
+    (tokens ``C^y_i``, seconds ``C^s_i``, pulls ``C^n_i``) from earlier responses and the current
+    response's sums discounted by ``discount`` per round, ``D_i``, and undiscounted, ``R_i``. With
+    ``m_i = R^n_i`` and ``w_i = min(prior_rounds, C^n_i) / (1 + m_i)`` (the carried evidence in
+    pulls), the arm's tokens per round are ``(w_i C^y_i / C^n_i + D^y_i) / n_i`` with
+    ``n_i = w_i + D^n_i``, its seconds per round ``(C^s_i + R^s_i) / (C^n_i + R^n_i)``, its rate
+    the ratio of the two, and its index ``rate_i (1 + exploration sqrt(ln(n) / n_i))`` with
+    ``n = sum_i n_i``. An arm never pulled is played first. ``begin_response()`` folds the
+    response (undiscounted) into the carried sums and caps each arm's carried pulls at ``memory``
+    (means kept), so older responses fade. ``reset()`` forgets everything.
 
     Parameters
     ----------
@@ -61,6 +70,8 @@ class WarmThroughputUCB(Policy):
         Cap on an arm's carried pulls (its weight against new responses).
     exploration : float
         Relative width of the optimism bonus (0: greedy on the rate estimates).
+    discount : float
+        Per-round discount of the response's own rounds in the estimates (1: none).
 
     Examples
     --------
@@ -87,19 +98,23 @@ class WarmThroughputUCB(Policy):
         "prior_rounds": [Interval(Real, 0, None, "left")],
         "memory": [Interval(Real, 0, None, "neither")],
         "exploration": [Interval(Real, 0, None, "left")],
+        "discount": [Interval(Real, 0, 1, "right")],
     }
 
-    def __init__(self, n_arms: int, prior_rounds: float = 8.0, memory: float = 30.0, exploration: float = 0.2, seed=None) -> None:
+    def __init__(self, n_arms: int, prior_rounds: float = 8.0, memory: float = 30.0, exploration: float = 0.2, discount: float = 0.97,
+                 seed=None) -> None:
         self.n_arms = n_arms
         self.prior_rounds = prior_rounds
         self.memory = memory
         self.exploration = exploration
+        self.discount = discount
         self.seed = seed
 
     def _init_state(self, n_runs: int) -> None:
         # [..., 0] tokens, [..., 1] seconds, [..., 2] pulls
         self._carried = np.zeros((n_runs, self.n_arms, 3))
-        self._current = np.zeros((n_runs, self.n_arms, 3))
+        self._current = np.zeros((n_runs, self.n_arms, 3))  # this response, as observed
+        self._recent = np.zeros((n_runs, self.n_arms, 3))  # this response, discounted
 
     def begin_response(self, runs: Any = None) -> None:
         """Start a new response for ``runs`` (indices or a boolean mask; all runs by default)."""
@@ -110,16 +125,18 @@ class WarmThroughputUCB(Policy):
         scale = np.where(pulls > self.memory, self.memory / np.maximum(pulls, 1e-300), 1.0)
         self._carried[rows] = total * scale[..., None]
         self._current[rows] = 0.0
+        self._recent[rows] = 0.0
 
     def _estimates(self) -> tuple[np.ndarray, np.ndarray]:
-        carried_n = self._carried[..., 2]
-        prior = np.minimum(self.prior_rounds, carried_n) / (1.0 + self._current[..., 2])  # in pulls
-        weight = np.where(carried_n > 0, prior / np.maximum(carried_n, 1e-300), 0.0)
-        tokens = weight * self._carried[..., 0] + self._current[..., 0]
-        seconds = weight * self._carried[..., 1] + self._current[..., 1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where(seconds > 0, tokens / seconds, 0.0)
-        return rate, carried_n + self._current[..., 2]
+        carried, current, recent = self._carried, self._current, self._recent
+        prior = np.minimum(self.prior_rounds, carried[..., 2]) / (1.0 + current[..., 2])  # in pulls
+        pulls = prior + recent[..., 2]
+        weight = prior / np.maximum(carried[..., 2], 1e-300)
+        tokens_per_round = (weight * carried[..., 0] + recent[..., 0]) / np.maximum(pulls, 1e-300)
+        seen = carried + current
+        seconds_per_round = seen[..., 1] / np.maximum(seen[..., 2], 1e-300)
+        rate = np.where(pulls > 0, tokens_per_round / np.maximum(seconds_per_round, 1e-300), 0.0)
+        return rate, pulls
 
     def rates(self) -> np.ndarray:
         """``(n_runs, n_arms)`` each arm's estimated tokens per second (0 before its first pull)."""
@@ -130,14 +147,17 @@ class WarmThroughputUCB(Policy):
         rate, pulls = self._estimates()
         total = np.maximum(pulls.sum(axis=1, keepdims=True), 2.0)
         bonus = np.sqrt(np.log(total) / np.maximum(pulls, 1e-300))
-        index = np.where(pulls > 0, rate * (1.0 + self.exploration * bonus), np.inf)  # an arm never pulled goes first (lowest index)
+        index = np.where(pulls > 0, rate * (1.0 + self.exploration * bonus), np.inf)  # never pulled: first (lowest index)
         return index.argmax(axis=1)
 
     def _update(self, actions, feedback, contexts):
         rows = np.arange(actions.shape[0])
-        self._current[rows, actions, 0] += feedback["tokens"]
-        self._current[rows, actions, 1] += feedback["seconds"]
-        self._current[rows, actions, 2] += 1.0
+        seen = self._carried[rows, actions] + self._current[rows, actions]
+        mean_seconds = np.where(seen[:, 2] > 0, seen[:, 1] / np.maximum(seen[:, 2], 1e-300), np.inf)
+        round_ = np.stack([feedback["tokens"], np.minimum(feedback["seconds"], 4.0 * mean_seconds), np.ones(rows.shape[0])], axis=1)
+        self._current[rows, actions] += round_
+        self._recent *= self.discount
+        self._recent[rows, actions] += round_
 
     def _check_feedback(self, feedback, actions):
         if not isinstance(feedback, dict):

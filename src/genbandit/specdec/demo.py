@@ -113,14 +113,17 @@ def run_demo(
     prompts: Sequence[tuple[str, str]] | None = None,
     policies: Sequence[str] = ("WarmThroughputUCB", "UCBSpec"),
     threads: int = 1,
+    extra_methods: Callable[[Any, Any, Any], dict[str, Callable]] | None = None,
     echo: Callable[[str], None] = print,
 ) -> tuple[str, bool]:
     """Run the demo; returns (the Markdown table, whether every prompt finished).
 
     Writes ``log.txt`` (progress), ``results.csv`` (one row per run, written after each prompt)
     and ``table.md`` into ``out`` (default :func:`default_out_dir`). ``models`` is a folder with
-    ``target/`` and ``draft/`` (default: the shipped models). Ctrl-C ends the decoding early: the
-    table then covers the prompts that finished, and the second value is ``False``.
+    ``target/`` and ``draft/`` (default: the shipped models). ``extra_methods(target, draft,
+    tokenizer)`` may add methods timed beside ours: name -> ``f(ids, max_new_tokens) -> new tokens``
+    (MAT unknown). Ctrl-C ends the decoding early: the table then covers the prompts that
+    finished, and the second value is ``False``.
     """
     folder = Path(out) if out is not None else default_out_dir()
     log = DemoLog(folder / "log.txt", echo)
@@ -142,7 +145,8 @@ def run_demo(
     drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
     decoder = SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=tok.eos_token_id)
     labels = [a.label for a in decoder.arms]
-    methods = ["fixed:" + label for label in labels] + list(policies)
+    others = extra_methods(target, draft, tok) if extra_methods is not None else {}
+    methods = list(others) + ["fixed:" + label for label in labels] + list(policies)
     # one serving chain per repetition: a policy that carries state sees every prompt once, in order
     chains = {(name, r): decoder.make_policy(name, seed=r) for name in policies for r in range(repeats)}
     log(f"arms: {', '.join(labels)} (L = {decoder.max_length}); policies: {', '.join(policies)}; "
@@ -162,14 +166,20 @@ def run_demo(
             for r in range(repeats):
                 order = methods if (p + r) % 2 == 0 else methods[::-1]
                 for name in order:
-                    how = {"arm": name[len("fixed:"):]} if name.startswith("fixed:") else {"policy": chains[(name, r)]}
-                    res = decoder.generate(ids, max_new_tokens=max_new_tokens, seed=r, **how)
-                    if res.tokens != hf:
+                    if name in others:
+                        start = time.perf_counter()
+                        tokens, rounds, pulls = others[name](ids, max_new_tokens), 0, {}
+                        seconds = time.perf_counter() - start
+                    else:
+                        how = {"arm": name[len("fixed:"):]} if name.startswith("fixed:") else {"policy": chains[(name, r)]}
+                        res = decoder.generate(ids, max_new_tokens=max_new_tokens, seed=r, **how)
+                        tokens, rounds, seconds = res.tokens, res.rounds, res.seconds
+                        pulls = {k: v for k, v in res.arm_counts().items() if v}
+                    if tokens != hf:
                         mismatches.append(f"prompt {p} {name} repetition {r}")
-                    rows.append({"prompt": p, "kind": kind, "method": name, "repetition": r, "tokens": len(res.tokens),
-                                 "rounds": res.rounds, "seconds": round(res.seconds, 6), "mat": round(res.mat, 4),
-                                 "tokens_per_s": round(res.tokens_per_second, 2), "identical": res.tokens == hf,
-                                 "pulls": json.dumps({k: v for k, v in res.arm_counts().items() if v})})
+                    rows.append({"prompt": p, "kind": kind, "method": name, "repetition": r, "tokens": len(tokens),
+                                 "rounds": rounds, "seconds": round(seconds, 6), "tokens_per_s": round(len(tokens) / seconds, 2),
+                                 "identical": tokens == hf, "pulls": json.dumps(pulls)})
             finished = p + 1
             _write_csv(folder / "results.csv", rows)
             log(_prompt_line(rows, p, kind, methods, policies) + (f"; sample: {(text[-40:] + '|' + tok.decode(hf)[:80])!r}" if p < 2 else ""))
@@ -248,9 +258,10 @@ def _report(rows, methods, policies, labels, max_length, training, max_new_token
         for kind, _, prompts in classes:
             v = _per_repetition(rows, m, prompts)
             chosen = [r for r in rows if r["method"] == m and r["prompt"] in prompts]
-            mat = sum(r["tokens"] for r in chosen) / max(sum(r["rounds"] for r in chosen), 1)
+            rounds = sum(r["rounds"] for r in chosen)
+            mat = f"{sum(r['tokens'] for r in chosen) / rounds:.2f}" if rounds else "-"
             mark = "**" if m == best[kind] or m in policies else ""
-            cells.append(f"{mark}{v.mean():.0f} +- {v.std(ddof=1) if len(v) > 1 else 0:.0f}{mark} | {mat:.2f}")
+            cells.append(f"{mark}{v.mean():.0f} +- {v.std(ddof=1) if len(v) > 1 else 0:.0f}{mark} | {mat}")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Best fixed arm (bold): " + "; ".join(f"{title}: {best[kind][6:]}" for kind, title, _ in classes) + ".")
@@ -262,8 +273,11 @@ def _report(rows, methods, policies, labels, max_length, training, max_new_token
         per_prompt = [_per_repetition(rows, name, {p}).mean() / _per_repetition(rows, "fixed:plain", {p}).mean() for p in sorted({r["prompt"] for r in rows})]
         lines.append(f"{name} / best fixed arm, per repetition: {'; '.join(parts)}; / plain decoding, per prompt: "
                      f"min {min(per_prompt):.2f}, max {max(per_prompt):.2f}.")
+        for other in [m for m in methods if not m.startswith("fixed:") and m not in policies]:
+            ratio = _per_repetition(rows, name, classes[-1][2]) / _per_repetition(rows, other, classes[-1][2])
+            lines.append(f"{name} / {other}, all prompts, per repetition: {ratio.mean():.2f} +- {ratio.std(ddof=1) if len(ratio) > 1 else 0:.2f}.")
     lines.append("")
-    lines.append("Lossless check: every output equals transformers' `generate(do_sample=False)`: "
+    lines.append("Lossless check: every output equals transformers' plain `generate(do_sample=False)`: "
                  + ("**yes** (all runs)." if not mismatches else f"**no** for {len(mismatches)} run(s): {', '.join(mismatches[:8])}."))
     lines.append(f"Decoding {decode_seconds:.0f} s, torch threads {threads} ({torch.__version__}), {platform.machine()} with {os.cpu_count()} CPUs, "
                  f"load average {os.getloadavg()[0]:.1f} at the end.")
