@@ -82,10 +82,10 @@ def test_dominated_arm_is_no_longer_pulled_after_a_few_responses():
 def test_begin_response_only_touches_the_given_runs():
     policy = WarmThroughputUCB(n_arms=2, seed=0).reset(n_runs=2)
     for _ in range(40):
-        policy.update_batch(np.array([0, 0]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0])})
+        policy.update_batch(np.array([0, 0]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0])})  # 1 s per round: log seconds 0
     policy.begin_response(runs=np.array([True, False]))
-    assert policy._current[1, 0].tolist() == [120.0, 40.0, 40.0] and not policy._current[0].any()  # run 1 untouched
-    assert policy._carried[0, 0].tolist() == pytest.approx([90.0, 30.0, 30.0])  # 40 pulls capped at memory = 30, mean kept
+    assert policy._current[1, 0].tolist() == [120.0, 0.0, 40.0] and not policy._current[0].any()  # run 1 untouched
+    assert policy._carried[0, 0].tolist() == pytest.approx([90.0, 0.0, 30.0])  # 40 pulls capped at memory = 30, mean kept
     assert np.allclose(policy.rates()[0], [3.0, 0.0])
 
 

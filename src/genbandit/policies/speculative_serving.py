@@ -11,7 +11,8 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   rate of a renewal-reward process) and plays the arm of largest optimistic rate. Tokens per round
   depend on the prompt and are learned per response (below); seconds per round are a property of
   the arm (its drafter's cost, the verification of its draft length, cache catch-up) and are
-  averaged over everything seen, which keeps a noisy clock from swaying the choice.
+  averaged over everything seen, geometrically, so that the rounds of a process preempted on a
+  busy machine (ten times slower now and then) do not sway the choice.
 - **Warm start.** The statistics carry from one response to the next: at the start of a response
   each arm's carried pulls are capped at ``memory`` (its mean kept), and within the response they
   count as ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` after ``m`` pulls of
@@ -20,8 +21,7 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
 - **Drift within a response.** The response's own rounds are discounted by ``discount`` per round
   (discounted UCB, Garivier and Moulines 2011), so an arm left after a few poor rounds early in a
   response (a copier before the text starts repeating) drifts back to its carried estimate and is
-  tried again; a round slower than ``4x`` the arm's mean time per round (a preempted process) is
-  counted as ``4x``.
+  tried again.
 - **Dominated arms drop out.** The optimism is relative, ``rate (1 + exploration sqrt(ln n / n_i))``
   with ``n_i`` the arm's effective pulls: an arm much slower than the best one has a bonus too
   small to be pulled again, while an arm within the noise keeps being tried now and then.
@@ -51,11 +51,11 @@ class WarmThroughputUCB(Policy):
     ``update(arm, {"tokens": y, "seconds": s})``: the round emitted ``y >= 1`` tokens in ``s > 0``
     seconds. A bare number ``y`` counts as ``{"tokens": y, "seconds": 1}`` (a simulator that reports
     no time: the rate is then tokens per round). Per arm ``i`` the policy keeps carried sums
-    (tokens ``C^y_i``, seconds ``C^s_i``, pulls ``C^n_i``) from earlier responses and the current
+    (tokens ``C^y_i``, log seconds ``C^s_i``, pulls ``C^n_i``) from earlier responses and the current
     response's sums discounted by ``discount`` per round, ``D_i``, and undiscounted, ``R_i``. With
     ``m_i = R^n_i`` and ``w_i = min(prior_rounds, C^n_i) / (1 + m_i)`` (the carried evidence in
     pulls), the arm's tokens per round are ``(w_i C^y_i / C^n_i + D^y_i) / n_i`` with
-    ``n_i = w_i + D^n_i``, its seconds per round ``(C^s_i + R^s_i) / (C^n_i + R^n_i)``, its rate
+    ``n_i = w_i + D^n_i``, its seconds per round ``exp((C^s_i + R^s_i) / (C^n_i + R^n_i))``, its rate
     the ratio of the two, and its index ``rate_i (1 + exploration sqrt(ln(n) / n_i))`` with
     ``n = sum_i n_i``. An arm never pulled is played first. ``begin_response()`` folds the
     response (undiscounted) into the carried sums and caps each arm's carried pulls at ``memory``
@@ -111,7 +111,7 @@ class WarmThroughputUCB(Policy):
         self.seed = seed
 
     def _init_state(self, n_runs: int) -> None:
-        # [..., 0] tokens, [..., 1] seconds, [..., 2] pulls
+        # [..., 0] tokens, [..., 1] log seconds, [..., 2] pulls
         self._carried = np.zeros((n_runs, self.n_arms, 3))
         self._current = np.zeros((n_runs, self.n_arms, 3))  # this response, as observed
         self._recent = np.zeros((n_runs, self.n_arms, 3))  # this response, discounted
@@ -134,8 +134,8 @@ class WarmThroughputUCB(Policy):
         weight = prior / np.maximum(carried[..., 2], 1e-300)
         tokens_per_round = (weight * carried[..., 0] + recent[..., 0]) / np.maximum(pulls, 1e-300)
         seen = carried + current
-        seconds_per_round = seen[..., 1] / np.maximum(seen[..., 2], 1e-300)
-        rate = np.where(pulls > 0, tokens_per_round / np.maximum(seconds_per_round, 1e-300), 0.0)
+        seconds_per_round = np.exp(seen[..., 1] / np.maximum(seen[..., 2], 1e-300))  # geometric mean
+        rate = np.where(pulls > 0, tokens_per_round / seconds_per_round, 0.0)
         return rate, pulls
 
     def rates(self) -> np.ndarray:
@@ -152,9 +152,7 @@ class WarmThroughputUCB(Policy):
 
     def _update(self, actions, feedback, contexts):
         rows = np.arange(actions.shape[0])
-        seen = self._carried[rows, actions] + self._current[rows, actions]
-        mean_seconds = np.where(seen[:, 2] > 0, seen[:, 1] / np.maximum(seen[:, 2], 1e-300), np.inf)
-        round_ = np.stack([feedback["tokens"], np.minimum(feedback["seconds"], 4.0 * mean_seconds), np.ones(rows.shape[0])], axis=1)
+        round_ = np.stack([feedback["tokens"], np.log(feedback["seconds"]), np.ones(rows.shape[0])], axis=1)
         self._current[rows, actions] += round_
         self._recent *= self.discount
         self._recent[rows, actions] += round_

@@ -307,6 +307,8 @@ class SpeculativeDecoder:
                 policy.begin_response()
             else:
                 policy.reset() if seed is None else policy.reset(seed=seed)
+            if policy.n_runs != 1:
+                raise InvalidParameterError(f"The policy holds {policy.n_runs} runs; the decoder needs one (reset(n_runs=1)).")
         generator = torch.Generator(device="cpu")
         generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**63))
         for drafter in self.drafters.values():
@@ -327,7 +329,8 @@ class SpeculativeDecoder:
                 crop_cache(cache, len(ids) - 1)
             result.prefill_seconds = time.perf_counter() - start
             while len(result.tokens) < max_new_tokens and len(ids) <= self.max_positions:
-                a = fixed if policy is None else policy.select()
+                # the policy's trusted path (as in the simulator): the decoder's feedback is valid by construction
+                a = fixed if policy is None else int(policy._select(None)[0])
                 chosen = self.arms[a]
                 remaining = max_new_tokens - len(result.tokens)
                 k = min(chosen.length, remaining - 1, self.max_positions - len(ids))
@@ -347,12 +350,12 @@ class SpeculativeDecoder:
                 result.emitted.append(len(emitted))
                 result.round_seconds.append(seconds)
                 if timed:
-                    policy.update(a, {"tokens": float(len(emitted)), "seconds": max(seconds, 1e-9)})
+                    policy._learn(np.array([a]), {"tokens": np.array([float(len(emitted))]), "seconds": np.array([max(seconds, 1e-9)])}, None)
                 elif policy is not None:
                     y = float(len(emitted))
                     if r_max is not None:
                         y = 1.0 + self.max_length * min(1.0, len(emitted) / max(seconds, 1e-9) / r_max)
-                    policy.update(a, policy_reward(policy, y, self.max_length))
+                    policy._learn(np.array([a]), np.array([policy_reward(policy, y, self.max_length)]), None)
                 if self.eos_token_id is not None and emitted[-1] == self.eos_token_id:
                     break
         result.seconds = time.perf_counter() - start
