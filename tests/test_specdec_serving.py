@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from genbandit.core.validation import InvalidInputError
+from genbandit.core.validation import InvalidInputError, InvalidParameterError
 from genbandit.policies.speculative import UCBSpec
 from genbandit.policies.speculative_serving import WarmThroughputUCB
 
@@ -84,8 +84,8 @@ def test_begin_response_only_touches_the_given_runs():
     for _ in range(40):
         policy.update_batch(np.array([0, 0]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0])})  # 1 s per round: log seconds 0
     policy.begin_response(runs=np.array([True, False]))
-    assert policy._current[1, 0].tolist() == [120.0, 0.0, 40.0] and not policy._current[0].any()  # run 1 untouched
-    assert policy._carried[0, 0].tolist() == pytest.approx([90.0, 0.0, 30.0])  # 40 pulls capped at memory = 30, mean kept
+    assert policy._current[1, 0].tolist() == [120.0, 40.0, 0.0, 40.0] and not policy._current[0].any()  # run 1 untouched
+    assert policy._carried[0, 0].tolist() == pytest.approx([90.0, 30.0, 0.0, 30.0])  # 40 pulls capped at memory = 30, mean kept
     assert np.allclose(policy.rates()[0], [3.0, 0.0])
 
 
@@ -106,3 +106,16 @@ def test_state_dict_continues_exactly():
     twin = WarmThroughputUCB.from_state_dict(policy.state_dict())
     law = np.random.default_rng(5), np.random.default_rng(5)
     assert play(policy, 30, cheap_copier_wins, law[0]) == play(twin, 30, cheap_copier_wins, law[1])
+
+
+def test_a_round_tells_what_the_drafters_shorter_arms_would_have_emitted():
+    # arms: plain, copier:2, copier:6, model:3
+    policy = WarmThroughputUCB(n_arms=4, arm_lengths=[0, 2, 6, 3], arm_drafters=["", "copier", "copier", "model"], seed=0)
+    policy.update(2, {"tokens": 5.0, "seconds": 0.002})  # copier:6 accepted 4 tokens: copier:2 would have emitted 3
+    policy.update(2, {"tokens": 2.0, "seconds": 0.002})  # accepted 1: copier:2 would have emitted 2
+    assert policy._current[0, :, 0].tolist() == [0.0, 5.0, 7.0, 0.0] and policy._current[0, :, 1].tolist() == [0.0, 2.0, 2.0, 0.0]
+    assert policy._current[0, :, 3].tolist() == [0.0, 0.0, 2.0, 0.0]  # only the played arm has a time
+    policy.update(1, {"tokens": 3.0, "seconds": 0.001})  # a shorter arm says nothing about the longer one
+    assert policy._current[0, 2, 1] == 2.0
+    with pytest.raises(InvalidParameterError):
+        WarmThroughputUCB(n_arms=4, arm_lengths=[0, 2, 6], arm_drafters=["", "c", "c"])

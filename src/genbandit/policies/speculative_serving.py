@@ -12,7 +12,8 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   depend on the prompt and are learned per response (below); seconds per round are a property of
   the arm (its drafter's cost, the verification of its draft length, cache catch-up) and are
   averaged over everything seen, geometrically, so that the rounds of a process preempted on a
-  busy machine (ten times slower now and then) do not sway the choice.
+  busy machine (ten times slower now and then) do not sway the choice; an arm with few rounds of
+  its own borrows two rounds' weight of its drafter's pooled time (its other lengths).
 - **Warm start.** The statistics carry from one response to the next: at the start of a response
   each arm's carried pulls are capped at ``memory`` (its mean kept), and within the response they
   count as ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` after ``m`` pulls of
@@ -22,6 +23,12 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   (discounted UCB, Garivier and Moulines 2011), so an arm left after a few poor rounds early in a
   response (a copier before the text starts repeating) drifts back to its carried estimate and is
   tried again.
+- **One round informs the shorter arms of its drafter.** Arms that share a drafter and differ in
+  draft length see the same draft up to their length (each drafter's shorter draft is a prefix of
+  its longer one), so a round of length ``k`` that accepted ``a`` draft tokens tells exactly what
+  every shorter arm ``k' < k`` of that drafter would have emitted, ``min(a, k') + 1`` (given
+  ``arm_lengths`` and ``arm_drafters``). The long and the short arm are then compared on the same
+  rounds, not on different stretches of a response whose text changes as it goes.
 - **Dominated arms drop out.** The optimism is relative, ``rate (1 + exploration sqrt(ln n / n_i))``
   with ``n_i`` the arm's effective pulls: an arm much slower than the best one has a bonus too
   small to be pulled again, while an arm within the noise keeps being tried now and then.
@@ -33,15 +40,18 @@ new response for the runs in ``runs`` only.
 from __future__ import annotations
 
 from numbers import Real
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..core.base import Policy
 from ..core.registry import register_policy
-from ..core.validation import Interval, InvalidInputError, check_finite_array
+from ..core.validation import Interval, InvalidInputError, InvalidParameterError, check_finite_array
 
 __all__ = ["WarmThroughputUCB"]
+
+#: Pseudo-rounds of the drafter's pooled round time in an arm's time estimate.
+_SHRINK = 2.0
 
 
 @register_policy("warm-throughput-ucb")
@@ -55,11 +65,15 @@ class WarmThroughputUCB(Policy):
     response's sums discounted by ``discount`` per round, ``D_i``, and undiscounted, ``R_i``. With
     ``m_i = R^n_i`` and ``w_i = min(prior_rounds, C^n_i) / (1 + m_i)`` (the carried evidence in
     pulls), the arm's tokens per round are ``(w_i C^y_i / C^n_i + D^y_i) / n_i`` with
-    ``n_i = w_i + D^n_i``, its seconds per round ``exp((C^s_i + R^s_i) / (C^n_i + R^n_i))``, its rate
+    ``n_i = w_i + D^n_i``, its seconds per round ``exp((C^s_i + R^s_i + 2 g_i) / (C^n_i + R^n_i + 2))``
+    with ``g_i`` the mean log time of all rounds of its drafter, its rate
     the ratio of the two, and its index ``rate_i (1 + exploration sqrt(ln(n) / n_i))`` with
     ``n = sum_i n_i``. An arm never pulled is played first. ``begin_response()`` folds the
     response (undiscounted) into the carried sums and caps each arm's carried pulls at ``memory``
-    (means kept), so older responses fade. ``reset()`` forgets everything.
+    (means kept), so older responses fade. With ``arm_lengths`` and ``arm_drafters``, a round of
+    arm ``i`` (length ``k``, ``y`` tokens) also counts as a round of ``min(y - 1, k') + 1`` tokens,
+    without time, for every arm of the same drafter with a length ``0 < k' < k``. ``reset()``
+    forgets everything.
 
     Parameters
     ----------
@@ -72,6 +86,9 @@ class WarmThroughputUCB(Policy):
         Relative width of the optimism bonus (0: greedy on the rate estimates).
     discount : float
         Per-round discount of the response's own rounds in the estimates (1: none).
+    arm_lengths, arm_drafters : sequences of one entry per arm, optional
+        Each arm's draft length (0 for plain decoding) and drafter name; with them, a round also
+        updates the tokens per round of its drafter's shorter arms (see above).
 
     Examples
     --------
@@ -102,41 +119,60 @@ class WarmThroughputUCB(Policy):
     }
 
     def __init__(self, n_arms: int, prior_rounds: float = 8.0, memory: float = 30.0, exploration: float = 0.2, discount: float = 0.97,
-                 seed=None) -> None:
+                 arm_lengths: Sequence[int] | None = None, arm_drafters: Sequence[str] | None = None, seed=None) -> None:
         self.n_arms = n_arms
         self.prior_rounds = prior_rounds
         self.memory = memory
         self.exploration = exploration
         self.discount = discount
+        self.arm_lengths = arm_lengths
+        self.arm_drafters = arm_drafters
         self.seed = seed
 
+    def _check_params(self) -> None:
+        if (self.arm_lengths is None) != (self.arm_drafters is None):
+            raise InvalidParameterError("Give both arm_lengths and arm_drafters, or neither.")
+        if self.arm_lengths is not None and not (len(self.arm_lengths) == len(self.arm_drafters) == self.n_arms and min(self.arm_lengths) >= 0):
+            raise InvalidParameterError(f"arm_lengths and arm_drafters need one entry per arm ({self.n_arms}), lengths >= 0. "
+                                        f"Got {self.arm_lengths!r} and {self.arm_drafters!r} instead.")
+
     def _init_state(self, n_runs: int) -> None:
-        # [..., 0] tokens, [..., 1] log seconds, [..., 2] pulls
-        self._carried = np.zeros((n_runs, self.n_arms, 3))
-        self._current = np.zeros((n_runs, self.n_arms, 3))  # this response, as observed
-        self._recent = np.zeros((n_runs, self.n_arms, 3))  # this response, discounted
+        # [..., 0] tokens, [..., 1] rounds they were observed in (own or counterfactual), [..., 2] log seconds, [..., 3] own pulls
+        self._carried = np.zeros((n_runs, self.n_arms, 4))
+        self._current = np.zeros((n_runs, self.n_arms, 4))  # this response, as observed
+        self._recent = np.zeros((n_runs, self.n_arms, 4))  # this response, discounted
+        # _shorter[i, j]: arm j drafts with arm i's drafter, fewer tokens (a prefix of arm i's draft)
+        k = np.zeros(self.n_arms) if self.arm_lengths is None else np.asarray(self.arm_lengths, dtype=float)
+        same = np.zeros((self.n_arms, self.n_arms), dtype=bool) if self.arm_drafters is None else \
+            np.equal.outer(np.asarray(self.arm_drafters, dtype=object), np.asarray(self.arm_drafters, dtype=object))
+        self._lengths = k
+        self._shorter = same & (k[None, :] > 0) & (k[None, :] < k[:, None])
+        self._group = (same | np.eye(self.n_arms, dtype=bool)).astype(float)  # arms pooled for the time prior
 
     def begin_response(self, runs: Any = None) -> None:
         """Start a new response for ``runs`` (indices or a boolean mask; all runs by default)."""
         self._ensure_state(single=False)
         rows = np.arange(self._n_runs) if runs is None else np.arange(self._n_runs)[np.asarray(runs)]
         total = self._carried[rows] + self._current[rows]
-        pulls = total[..., 2]
-        scale = np.where(pulls > self.memory, self.memory / np.maximum(pulls, 1e-300), 1.0)
-        self._carried[rows] = total * scale[..., None]
+        for count, columns in ((1, [0, 1]), (3, [2, 3])):  # cap the carried rounds at `memory`, means kept
+            scale = np.where(total[..., count] > self.memory, self.memory / np.maximum(total[..., count], 1e-300), 1.0)
+            total[..., columns] *= scale[..., None]
+        self._carried[rows] = total
         self._current[rows] = 0.0
         self._recent[rows] = 0.0
 
     def _estimates(self) -> tuple[np.ndarray, np.ndarray]:
         carried, current, recent = self._carried, self._current, self._recent
-        prior = np.minimum(self.prior_rounds, carried[..., 2]) / (1.0 + current[..., 2])  # in pulls
-        pulls = prior + recent[..., 2]
-        weight = prior / np.maximum(carried[..., 2], 1e-300)
+        prior = np.minimum(self.prior_rounds, carried[..., 1]) / (1.0 + current[..., 1])  # in rounds
+        pulls = prior + recent[..., 1]
+        weight = prior / np.maximum(carried[..., 1], 1e-300)
         tokens_per_round = (weight * carried[..., 0] + recent[..., 0]) / np.maximum(pulls, 1e-300)
         seen = carried + current
-        seconds_per_round = np.exp(seen[..., 1] / np.maximum(seen[..., 2], 1e-300))  # geometric mean
-        rate = np.where(pulls > 0, tokens_per_round / seconds_per_round, 0.0)
-        return rate, pulls
+        # geometric mean of the arm's round times, shrunk towards its drafter's (all lengths pooled) while it has few
+        group_log = (seen[..., 2] @ self._group) / np.maximum(seen[..., 3] @ self._group, 1e-300)
+        seconds_per_round = np.exp((seen[..., 2] + _SHRINK * group_log) / (seen[..., 3] + _SHRINK))
+        rate = np.where((pulls > 0) & (seen[..., 3] > 0), tokens_per_round / seconds_per_round, 0.0)
+        return rate, np.where(seen[..., 3] > 0, pulls, 0.0)
 
     def rates(self) -> np.ndarray:
         """``(n_runs, n_arms)`` each arm's estimated tokens per second (0 before its first pull)."""
@@ -152,10 +188,16 @@ class WarmThroughputUCB(Policy):
 
     def _update(self, actions, feedback, contexts):
         rows = np.arange(actions.shape[0])
-        round_ = np.stack([feedback["tokens"], np.log(feedback["seconds"]), np.ones(rows.shape[0])], axis=1)
-        self._current[rows, actions] += round_
+        tokens = feedback["tokens"]
+        # what the played drafter's shorter arms would have emitted: min(accepted, k) + 1
+        shorter = self._shorter[actions]
+        observed = np.zeros((rows.shape[0], self.n_arms, 4))
+        observed[..., 0] = np.where(shorter, np.minimum(tokens[:, None] - 1.0, self._lengths[None, :]) + 1.0, 0.0)
+        observed[..., 1] = shorter
+        observed[rows, actions] = np.stack([tokens, np.ones(rows.shape[0]), np.log(feedback["seconds"]), np.ones(rows.shape[0])], axis=1)
+        self._current += observed
         self._recent *= self.discount
-        self._recent[rows, actions] += round_
+        self._recent += observed
 
     def _check_feedback(self, feedback, actions):
         if not isinstance(feedback, dict):

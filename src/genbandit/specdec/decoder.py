@@ -216,7 +216,15 @@ class SpeculativeDecoder:
         return int(arm)
 
     def make_policy(self, name: str, **params: Any) -> Policy:
-        """The registered policy ``name`` sized for this decoder's arms (``L`` passed when it takes one)."""
+        """The registered policy ``name`` sized for this decoder's arms.
+
+        ``L`` is passed when the policy takes one, and so are the arms' draft lengths and
+        drafters (``arm_lengths``, ``arm_drafters``) when it takes them.
+        """
+        accepted = inspect.signature(POLICIES.get(name).__init__).parameters
+        if "arm_lengths" in accepted and "arm_drafters" in accepted:
+            params.setdefault("arm_lengths", [arm.length for arm in self.arms])
+            params.setdefault("arm_drafters", [arm.drafter or "" for arm in self.arms])
         return make_policy(name, len(self.arms), self.max_length, **params)
 
     # ------------------------------------------------------------------ one round
