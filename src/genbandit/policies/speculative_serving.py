@@ -148,6 +148,7 @@ class WarmThroughputUCB(Policy):
         self._lengths = k
         self._shorter = same & (k[None, :] > 0) & (k[None, :] < k[:, None])
         self._group = (same | np.eye(self.n_arms, dtype=bool)).astype(float)  # arms pooled for the time prior
+        self._refresh(carried=True)
 
     def begin_response(self, runs: Any = None) -> None:
         """Start a new response for ``runs`` (indices or a boolean mask; all runs by default)."""
@@ -160,19 +161,27 @@ class WarmThroughputUCB(Policy):
         self._carried[rows] = total
         self._current[rows] = 0.0
         self._recent[rows] = 0.0
+        self._refresh(carried=True)
 
     def _estimates(self) -> tuple[np.ndarray, np.ndarray]:
         carried, current, recent = self._carried, self._current, self._recent
         prior = np.minimum(self.prior_rounds, carried[..., 1]) / (1.0 + current[..., 1])  # in rounds
         pulls = prior + recent[..., 1]
-        weight = prior / np.maximum(carried[..., 1], 1e-300)
-        tokens_per_round = (weight * carried[..., 0] + recent[..., 0]) / np.maximum(pulls, 1e-300)
-        seen = carried + current
-        # geometric mean of the arm's round times, shrunk towards its drafter's (all lengths pooled) while it has few
-        group_log = (seen[..., 2] @ self._group) / np.maximum(seen[..., 3] @ self._group, 1e-300)
-        seconds_per_round = np.exp((seen[..., 2] + _SHRINK * group_log) / (seen[..., 3] + _SHRINK))
-        rate = np.where((pulls > 0) & (seen[..., 3] > 0), tokens_per_round / seconds_per_round, 0.0)
-        return rate, np.where(seen[..., 3] > 0, pulls, 0.0)
+        tokens = prior * self._carried_tokens_per_round + recent[..., 0]
+        rate = np.divide(tokens, pulls * self._seconds_per_round, out=np.zeros_like(tokens), where=self._timed)
+        return rate, np.where(self._timed, pulls, 0.0)
+
+    def _refresh(self, carried: bool) -> None:
+        """Recompute the cached per-arm quantities (the carried ones only at a new response)."""
+        if carried:
+            self._carried_tokens_per_round = np.divide(self._carried[..., 0], self._carried[..., 1], out=np.zeros(self._carried.shape[:-1]),
+                                                       where=self._carried[..., 1] > 0)
+        seen = self._carried[..., 2:] + self._current[..., 2:]  # log seconds, own pulls
+        # geometric mean of the arm's round times, shrunk towards its drafter's (all lengths pooled) while it has few;
+        # no matrix product: a BLAS call wakes its thread pool, which costs more than a round of a small model
+        pooled = (seen[..., :, None, :] * self._group[None, :, :, None]).sum(axis=1)
+        self._seconds_per_round = np.exp((seen[..., 0] + _SHRINK * pooled[..., 0] / np.maximum(pooled[..., 1], 1e-300)) / (seen[..., 1] + _SHRINK))
+        self._timed = seen[..., 1] > 0
 
     def rates(self) -> np.ndarray:
         """``(n_runs, n_arms)`` each arm's estimated tokens per second (0 before its first pull)."""
@@ -189,15 +198,17 @@ class WarmThroughputUCB(Policy):
     def _update(self, actions, feedback, contexts):
         rows = np.arange(actions.shape[0])
         tokens = feedback["tokens"]
-        # what the played drafter's shorter arms would have emitted: min(accepted, k) + 1
-        shorter = self._shorter[actions]
-        observed = np.zeros((rows.shape[0], self.n_arms, 4))
-        observed[..., 0] = np.where(shorter, np.minimum(tokens[:, None] - 1.0, self._lengths[None, :]) + 1.0, 0.0)
-        observed[..., 1] = shorter
-        observed[rows, actions] = np.stack([tokens, np.ones(rows.shape[0]), np.log(feedback["seconds"]), np.ones(rows.shape[0])], axis=1)
-        self._current += observed
+        own = np.stack([tokens, np.ones(rows.shape[0]), np.log(feedback["seconds"]), np.ones(rows.shape[0])], axis=1)
         self._recent *= self.discount
-        self._recent += observed
+        self._recent[rows, actions] += own
+        self._current[rows, actions] += own
+        shorter = self._shorter[actions]
+        if shorter.any():  # what the played drafter's shorter arms would have emitted: min(accepted, k) + 1
+            counterfactual = np.where(shorter, np.minimum(tokens[:, None] - 1.0, self._lengths[None, :]) + 1.0, 0.0)
+            for state in (self._recent, self._current):
+                state[..., 0] += counterfactual
+                state[..., 1] += shorter
+        self._refresh(carried=False)
 
     def _check_feedback(self, feedback, actions):
         if not isinstance(feedback, dict):
