@@ -123,7 +123,9 @@ def greedy_quality(model: Any, new_tokens: int = 256) -> dict:
     return {"distinct_4gram_share": round(float(np.mean(shares)), 3), "per_prompt": shares, "samples": samples}
 
 
-def _train(model: Any, data: np.ndarray, held: np.ndarray, recipe: dict, seed: int, log: Callable[[str], None], tag: str) -> dict:
+def _train(model: Any, data: np.ndarray, held: np.ndarray, recipe: dict, seed: int, log: Callable[[str], None], tag: str,
+           stop_after: int | None = None) -> dict:
+    """Train ``model`` with ``recipe`` (the schedule spans ``recipe["steps"]``); ``stop_after`` ends it early (for checks)."""
     import torch
 
     torch.manual_seed(seed)
@@ -134,7 +136,7 @@ def _train(model: Any, data: np.ndarray, held: np.ndarray, recipe: dict, seed: i
     start = time.perf_counter()
     losses: list[float] = []
     curve: list[dict] = []
-    for step in range(steps):
+    for step in range(steps if stop_after is None else stop_after):
         lr = recipe["lr"] * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
         for group in opt.param_groups:
             group["lr"] = lr
