@@ -118,7 +118,7 @@ class WarmThroughputUCB(Policy):
         "discount": [Interval(Real, 0, 1, "right")],
     }
 
-    def __init__(self, n_arms: int, prior_rounds: float = 8.0, memory: float = 30.0, exploration: float = 0.2, discount: float = 0.97,
+    def __init__(self, n_arms: int, prior_rounds: float = 8.0, memory: float = 30.0, exploration: float = 0.1, discount: float = 0.97,
                  arm_lengths: Sequence[int] | None = None, arm_drafters: Sequence[str] | None = None, seed=None) -> None:
         self.n_arms = n_arms
         self.prior_rounds = prior_rounds
