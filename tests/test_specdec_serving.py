@@ -119,3 +119,11 @@ def test_a_round_tells_what_the_drafters_shorter_arms_would_have_emitted():
     assert policy._current[0, 2, 1] == 2.0
     with pytest.raises(InvalidParameterError):
         WarmThroughputUCB(n_arms=4, arm_lengths=[0, 2, 6], arm_drafters=["", "c", "c"])
+
+
+def test_response_end_in_the_feedback_starts_the_next_response_of_that_run():
+    policy = WarmThroughputUCB(n_arms=2, seed=0).reset(n_runs=2)
+    for end in ([0, 0], [1, 0]):
+        policy.update_batch(np.array([1, 1]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0]), "response_end": np.array(end)})
+    assert not policy._current[0].any() and policy._carried[0, 1, 1] == 2.0  # run 0 folded its response into the carried sums
+    assert policy._current[1, 1, 1] == 2.0 and not policy._carried[1].any()  # run 1 is still in its first response

@@ -33,8 +33,9 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   with ``n_i`` the arm's effective pulls: an arm much slower than the best one has a bonus too
   small to be pulled again, while an arm within the noise keeps being tried now and then.
 
-The simulator runs many responses in lockstep (one per run), so ``begin_response(runs)`` starts a
-new response for the runs in ``runs`` only.
+The simulator runs many servers in lockstep (one per run), each through a chain of responses, so
+``begin_response(runs)`` starts a new response for the runs in ``runs`` only; a feedback key
+``response_end`` (per run: this round completed the response) does the same from inside the loop.
 """
 
 from __future__ import annotations
@@ -209,18 +210,24 @@ class WarmThroughputUCB(Policy):
                 state[..., 0] += counterfactual
                 state[..., 1] += shorter
         self._refresh(carried=False)
+        if "response_end" in feedback and np.any(feedback["response_end"]):
+            self.begin_response(feedback["response_end"])
 
     def _check_feedback(self, feedback, actions):
         if not isinstance(feedback, dict):
             tokens = check_finite_array("reward", feedback, (self._n_runs,), type(self).__name__)
             feedback = {"tokens": tokens, "seconds": np.ones_like(tokens)}
-        if set(feedback) != {"tokens", "seconds"}:
-            raise InvalidInputError(f"The feedback of {type(self).__name__} is {{'tokens': y, 'seconds': s}} per round. Got {feedback!r} instead.")
+        if not {"tokens", "seconds"} <= set(feedback) <= {"tokens", "seconds", "response_end"}:
+            raise InvalidInputError(f"The feedback of {type(self).__name__} is {{'tokens': y, 'seconds': s}} per round "
+                                    f"(and optionally 'response_end'). Got {feedback!r} instead.")
         tokens = check_finite_array("tokens", feedback["tokens"], (self._n_runs,), type(self).__name__)
         seconds = check_finite_array("seconds", feedback["seconds"], (self._n_runs,), type(self).__name__)
         if np.any((tokens < 0) | (tokens > self.reward_range[1])) or np.any(seconds <= 0):
             raise InvalidInputError(f"{type(self).__name__} needs tokens >= 0 and seconds > 0 per round. Got {feedback!r} instead.")
-        return {"tokens": tokens, "seconds": seconds}
+        checked = {"tokens": tokens, "seconds": seconds}
+        if "response_end" in feedback:
+            checked["response_end"] = check_finite_array("response_end", feedback["response_end"], (self._n_runs,), type(self).__name__) != 0
+        return checked
 
     @classmethod
     def _check_examples(cls):
