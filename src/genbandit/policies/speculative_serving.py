@@ -46,7 +46,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..core.base import Policy
-from ..core.registry import register_policy
+from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, InvalidInputError, InvalidParameterError, check_finite_array
 
 __all__ = ["WarmThroughputUCB"]
@@ -231,6 +231,6 @@ class WarmThroughputUCB(Policy):
 
     @classmethod
     def _check_examples(cls):
-        from ..envs.speculative import TGDArms
+        TGDArms = ENVIRONMENTS.get("TGDArms")
 
         return [(cls(n_arms=3, seed=0), TGDArms(accept=[0.3, 0.6, 0.8], max_length=4, response_length=64, seed=1))]
