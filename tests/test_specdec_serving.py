@@ -85,7 +85,8 @@ def test_begin_response_only_touches_the_given_runs():
         policy.update_batch(np.array([0, 0]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0])})  # 1 s per round: log seconds 0
     policy.begin_response(runs=np.array([True, False]))
     assert policy._current[1, 0].tolist() == [120.0, 40.0, 0.0, 40.0] and not policy._current[0].any()  # run 1 untouched
-    assert policy._carried[0, 0].tolist() == pytest.approx([90.0, 30.0, 0.0, 30.0])  # 40 pulls capped at memory = 30, mean kept
+    # tokens per round: the response counts once, with its mean (3); round times: 40 rounds capped at memory = 30
+    assert policy._carried[0, 0].tolist() == pytest.approx([3.0, 1.0, 0.0, 30.0])
     assert np.allclose(policy.rates()[0], [3.0, 0.0])
 
 
@@ -125,5 +126,5 @@ def test_response_end_in_the_feedback_starts_the_next_response_of_that_run():
     policy = WarmThroughputUCB(n_arms=2, seed=0).reset(n_runs=2)
     for end in ([0, 0], [1, 0]):
         policy.update_batch(np.array([1, 1]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0]), "response_end": np.array(end)})
-    assert not policy._current[0].any() and policy._carried[0, 1, 1] == 2.0  # run 0 folded its response into the carried sums
+    assert not policy._current[0].any() and policy._carried[0, 1].tolist() == [3.0, 1.0, 0.0, 2.0]  # run 0 folded its response in
     assert policy._current[1, 1, 1] == 2.0 and not policy._carried[1].any()  # run 1 is still in its first response

@@ -155,8 +155,12 @@ class WarmThroughputUCB(Policy):
         """Start a new response for ``runs`` (indices or a boolean mask; all runs by default)."""
         self._ensure_state(single=False)
         rows = np.arange(self._n_runs) if runs is None else np.arange(self._n_runs)[np.asarray(runs)]
-        total = self._carried[rows] + self._current[rows]
-        for count, columns in ((1, [0, 1]), (3, [2, 3])):  # cap the carried rounds at `memory`, means kept
+        current = self._current[rows].copy()
+        # tokens per round: each response counts once (its mean), so the prior is a mean over responses, not over
+        # the rounds an arm happened to get (a copier pulled all along copy-heavy responses would otherwise dominate)
+        current[..., :2] /= np.maximum(current[..., 1:2], 1.0)
+        total = self._carried[rows] + current
+        for count, columns in ((1, [0, 1]), (3, [2, 3])):  # cap the carried responses / rounds at `memory`, means kept
             scale = np.where(total[..., count] > self.memory, self.memory / np.maximum(total[..., count], 1e-300), 1.0)
             total[..., columns] *= scale[..., None]
         self._carried[rows] = total
@@ -210,8 +214,10 @@ class WarmThroughputUCB(Policy):
                 state[..., 0] += counterfactual
                 state[..., 1] += shorter
         self._refresh(carried=False)
-        if "response_end" in feedback and np.any(feedback["response_end"]):
-            self.begin_response(feedback["response_end"])
+        if "response_end" in feedback:
+            ended = np.asarray(feedback["response_end"]) != 0
+            if ended.any():
+                self.begin_response(ended)
 
     def _check_feedback(self, feedback, actions):
         if not isinstance(feedback, dict):
