@@ -14,9 +14,13 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   averaged over everything seen, geometrically, so that the rounds of a process preempted on a
   busy machine (ten times slower now and then) do not sway the choice; an arm with few rounds of
   its own borrows two rounds' weight of its drafter's pooled time (its other lengths).
-- **Warm start.** The statistics carry from one response to the next: at the start of a response
-  each arm's carried pulls are capped at ``memory`` (its mean kept), and within the response they
-  count as ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` after ``m`` pulls of
+- **Warm start.** The statistics carry from one response to the next. Tokens per round are carried
+  close to a mean over responses (a response weighs as many rounds as the arm had in it, 4 at most:
+  a copier pulled all along the copy-heavy responses would otherwise look good on every prompt,
+  and a single lucky probe weighs one round), capped at ``memory`` rounds; round times as a mean
+  over rounds, capped at ``memory`` rounds. Within a
+  response the carried estimate
+  counts as ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` after ``m`` pulls of
   the arm in this response, so the response's own rounds override the prior within a few rounds
   when the prompt differs from the earlier ones (copy-heavy after free text).
 - **Drift within a response.** The response's own rounds are discounted by ``discount`` per round
@@ -53,6 +57,8 @@ __all__ = ["WarmThroughputUCB"]
 
 #: Pseudo-rounds of the drafter's pooled round time in an arm's time estimate.
 _SHRINK = 2.0
+#: The most rounds one response weighs in an arm's carried tokens per round.
+_PER_RESPONSE = 4.0
 
 
 @register_policy("warm-throughput-ucb")
@@ -70,8 +76,8 @@ class WarmThroughputUCB(Policy):
     with ``g_i`` the mean log time of all rounds of its drafter, its rate
     the ratio of the two, and its index ``rate_i (1 + exploration sqrt(ln(n) / n_i))`` with
     ``n = sum_i n_i``. An arm never pulled is played first. ``begin_response()`` folds the
-    response (undiscounted) into the carried sums and caps each arm's carried pulls at ``memory``
-    (means kept), so older responses fade. With ``arm_lengths`` and ``arm_drafters``, a round of
+    response into the carried sums (its tokens per round with a weight of ``min(m_i, 4)`` rounds,
+    its round times as they came) and caps each arm's carried counts at ``memory`` (means kept), so older responses fade. With ``arm_lengths`` and ``arm_drafters``, a round of
     arm ``i`` (length ``k``, ``y`` tokens) also counts as a round of ``min(y - 1, k') + 1`` tokens,
     without time, for every arm of the same drafter with a length ``0 < k' < k``. ``reset()``
     forgets everything.
@@ -82,7 +88,7 @@ class WarmThroughputUCB(Policy):
     prior_rounds : float
         How many rounds the carried estimate counts as at the start of a response (at most).
     memory : float
-        Cap on an arm's carried pulls (its weight against new responses).
+        Cap on an arm's carried responses (tokens per round) and rounds (times).
     exploration : float
         Relative width of the optimism bonus (0: greedy on the rate estimates).
     discount : float
@@ -156,9 +162,10 @@ class WarmThroughputUCB(Policy):
         self._ensure_state(single=False)
         rows = np.arange(self._n_runs) if runs is None else np.arange(self._n_runs)[np.asarray(runs)]
         current = self._current[rows].copy()
-        # tokens per round: each response counts once (its mean), so the prior is a mean over responses, not over
-        # the rounds an arm happened to get (a copier pulled all along copy-heavy responses would otherwise dominate)
-        current[..., :2] /= np.maximum(current[..., 1:2], 1.0)
+        # tokens per round: a response counts as _PER_RESPONSE rounds at most (its mean kept), so the prior is close to
+        # a mean over responses, not over the rounds an arm happened to get (a copier pulled all along copy-heavy
+        # responses would otherwise dominate), while a single probe counts for one round only
+        current[..., :2] *= np.minimum(current[..., 1:2], _PER_RESPONSE) / np.maximum(current[..., 1:2], 1.0)
         total = self._carried[rows] + current
         for count, columns in ((1, [0, 1]), (3, [2, 3])):  # cap the carried responses / rounds at `memory`, means kept
             scale = np.where(total[..., count] > self.memory, self.memory / np.maximum(total[..., count], 1e-300), 1.0)
@@ -196,8 +203,9 @@ class WarmThroughputUCB(Policy):
     def _select(self, contexts):
         rate, pulls = self._estimates()
         total = np.maximum(pulls.sum(axis=1, keepdims=True), 2.0)
-        bonus = np.sqrt(np.log(total) / np.maximum(pulls, 1e-300))
-        index = np.where(pulls > 0, rate * (1.0 + self.exploration * bonus), np.inf)  # never pulled: first (lowest index)
+        # optimism in units of the best rate: the UCB term, plus 1 / (1 + n_i) for estimates resting on a round or two
+        bonus = self.exploration * np.sqrt(np.log(total) / np.maximum(pulls, 1e-300)) + 1.0 / (1.0 + pulls)
+        index = np.where(pulls > 0, rate + rate.max(axis=1, keepdims=True) * bonus, np.inf)  # never pulled: first (lowest index)
         return index.argmax(axis=1)
 
     def _update(self, actions, feedback, contexts):
