@@ -33,9 +33,10 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   every shorter arm ``k' < k`` of that drafter would have emitted, ``min(a, k') + 1`` (given
   ``arm_lengths`` and ``arm_drafters``). The long and the short arm are then compared on the same
   rounds, not on different stretches of a response whose text changes as it goes.
-- **Dominated arms drop out.** The optimism is relative, ``rate (1 + exploration sqrt(ln n / n_i))``
-  with ``n_i`` the arm's effective pulls: an arm much slower than the best one has a bonus too
-  small to be pulled again, while an arm within the noise keeps being tried now and then.
+- **Dominated arms drop out.** The index is ``rate_i + max_j rate_j (exploration sqrt(ln n / n_i)
+  + 1 / (1 + N_i))``, ``N_i`` every round of the arm seen so far, optimism in units of the best rate: an arm resting on a round or two (a first
+  response, an unlucky first draw) is tried again soon, an arm much slower than the best one over
+  many responses is not pulled again, one within the noise now and then.
 
 The simulator runs many servers in lockstep (one per run), each through a chain of responses, so
 ``begin_response(runs)`` starts a new response for the runs in ``runs`` only; a feedback key
@@ -74,7 +75,8 @@ class WarmThroughputUCB(Policy):
     pulls), the arm's tokens per round are ``(w_i C^y_i / C^n_i + D^y_i) / n_i`` with
     ``n_i = w_i + D^n_i``, its seconds per round ``exp((C^s_i + R^s_i + 2 g_i) / (C^n_i + R^n_i + 2))``
     with ``g_i`` the mean log time of all rounds of its drafter, its rate
-    the ratio of the two, and its index ``rate_i (1 + exploration sqrt(ln(n) / n_i))`` with
+    the ratio of the two, and its index ``rate_i + max_j rate_j (exploration sqrt(ln(n) / n_i) + 1 / (1 + N_i))``
+    (``N_i = C^n_i + R^n_i``) with
     ``n = sum_i n_i``. An arm never pulled is played first. ``begin_response()`` folds the
     response into the carried sums (its tokens per round with a weight of ``min(m_i, 4)`` rounds,
     its round times as they came) and caps each arm's carried counts at ``memory`` (means kept), so older responses fade. With ``arm_lengths`` and ``arm_drafters``, a round of
@@ -90,7 +92,7 @@ class WarmThroughputUCB(Policy):
     memory : float
         Cap on an arm's carried responses (tokens per round) and rounds (times).
     exploration : float
-        Relative width of the optimism bonus (0: greedy on the rate estimates).
+        Width of the UCB term of the bonus, in units of the best rate.
     discount : float
         Per-round discount of the response's own rounds in the estimates (1: none).
     arm_lengths, arm_drafters : sequences of one entry per arm, optional
@@ -203,8 +205,10 @@ class WarmThroughputUCB(Policy):
     def _select(self, contexts):
         rate, pulls = self._estimates()
         total = np.maximum(pulls.sum(axis=1, keepdims=True), 2.0)
-        # optimism in units of the best rate: the UCB term, plus 1 / (1 + n_i) for estimates resting on a round or two
-        bonus = self.exploration * np.sqrt(np.log(total) / np.maximum(pulls, 1e-300)) + 1.0 / (1.0 + pulls)
+        # optimism in units of the best rate: the UCB term, plus 1 / (1 + N_i) for estimates resting on a round or two
+        # (N_i: every round ever seen of the arm's tokens, carried included)
+        seen = self._carried[..., 1] + self._current[..., 1]
+        bonus = self.exploration * np.sqrt(np.log(total) / np.maximum(pulls, 1e-300)) + 1.0 / (1.0 + seen)
         index = np.where(pulls > 0, rate + rate.max(axis=1, keepdims=True) * bonus, np.inf)  # never pulled: first (lowest index)
         return index.argmax(axis=1)
 
