@@ -81,9 +81,11 @@ def test_greedy_output_equals_plain_greedy_for_every_arm_and_policy(models):
             res = dec.generate(prompt, arm=arm, max_new_tokens=30)
             assert res.tokens == reference, dec.arms[arm].label
             assert sum(res.emitted) == 30 and all(1 <= y <= dec.arms[arm].length + 1 for y in res.emitted)
-        for name in ("UCB1", "EXP3"):
+        for name in ("UCB1", "EXP3", "UCBSpec", "EXP3Spec"):
             res = dec.generate(prompt, policy=name, max_new_tokens=30, seed=3)
             assert res.tokens == reference, name
+        for _ in range(3):  # the default: the serving policy, its state carried from call to call
+            assert dec.generate(prompt, max_new_tokens=30).tokens == reference
     # the reference agrees with transformers' own greedy generate
     hf = target.generate(torch.tensor([PROMPTS[1]]), max_new_tokens=30, do_sample=False, pad_token_id=0, eos_token_id=None)
     assert hf[0, len(PROMPTS[1]) :].tolist() == plain_greedy(target, PROMPTS[1], 30)
@@ -140,7 +142,8 @@ def _sequence_law(model: GPT2LMHeadModel, prompt: list[int], n: int, vocab: int,
     return law
 
 
-def test_sampling_matches_the_target_distribution_chi_square():
+@pytest.mark.parametrize("policy_name", ["EXP3", "WarmThroughputUCB"])
+def test_sampling_matches_the_target_distribution_chi_square(policy_name):
     vocab, n_new, temperature, n_samples = 3, 3, 1.0, 800
     target = tiny_gpt(vocab=vocab, layers=1, width=16, seed=10, init=0.8)
     draft = tiny_gpt(vocab=vocab, layers=1, width=8, seed=11, init=0.8)
@@ -149,7 +152,7 @@ def test_sampling_matches_the_target_distribution_chi_square():
     q = _sequence_law(draft, prompt, n_new, vocab, temperature)
     drafters = {"model": ModelDrafter(draft), "suffix": SuffixMatchDrafter(min_match=1)}
     dec = SpeculativeDecoder(target, drafters, lengths=[1, 3], temperature=temperature)
-    policy = dec.make_policy("EXP3", seed=0)  # the bandit mixes arms; the output law must not care
+    policy = dec.make_policy(policy_name, seed=0)  # the bandit mixes arms (on timings, for the serving policy); the law must not care
     counts = np.zeros(vocab**n_new)
     rounds = []
     for i in range(n_samples):
@@ -290,6 +293,18 @@ def test_rewards_reach_policies_on_their_scale(models):
     assert tput.tokens == plain_greedy(target, PROMPTS[0], 30)
 
 
+def test_serving_policy_is_the_default_and_carries_its_state(models):
+    from genbandit.specdec import cli, decoder
+
+    target, draft = models
+    dec = make_decoder(target, draft)
+    first = dec.generate(PROMPTS[0], max_new_tokens=40)
+    assert first.arms[: len(dec.arms)] == list(range(len(dec.arms)))  # the first response tries every arm
+    second = dec.generate(PROMPTS[0], max_new_tokens=40)
+    assert len(set(second.arms[: len(dec.arms)])) < len(dec.arms)  # the next one starts from what it learned
+    assert type(dec.serving_policy).__name__ == decoder.SERVING_POLICY == cli.SERVING_POLICY
+
+
 def test_policy_resets_per_prompt_and_arm_counts(models):
     target, draft = models
     dec = make_decoder(target, draft)
@@ -307,8 +322,6 @@ def test_bad_arguments_raise(models):
     dec = make_decoder(target, draft)
     with pytest.raises(InvalidParameterError):
         dec.generate([1, 2], arm="nope:3")
-    with pytest.raises(InvalidParameterError):
-        dec.generate([1, 2])
     with pytest.raises(InvalidParameterError):
         dec.generate([1, 2], policy=dec.make_policy("UCB1"), arm=0)
     with pytest.raises(InvalidInputError):

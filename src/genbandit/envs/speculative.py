@@ -10,7 +10,8 @@ reward-decomposition estimate of the stopping-time regret (paper eq. 36).
 - E0 :class:`ToyLMSpeculative`: a toy Markov language model with exact speculative sampling
   (Algorithm 6), to check that BanditSpec is lossless (Prop. 3.1).
 - E1 :class:`TGDArms`: stationary truncated-geometric arms (Thm 4.3, Prop 4.5).
-- E2 :class:`Table1Replica`: a prompt mixture (free text / copy-heavy) calibrated to Table 1.
+- E2 :class:`Table1Replica`: a prompt mixture (free text / copy-heavy) calibrated to Table 1;
+  :class:`Table1Serving` serves that mixture response after response (one server per run).
 - E3 :class:`DriftingArms`: copy and free-text regimes alternating inside a response.
 - E4 :class:`ObliviousReplay`: a reward table fixed before play, indexed by round (Assumption 5.1).
 - E5 :class:`ServingThroughput`: batch serving, arms are speculation lengths, reward tokens/s.
@@ -44,6 +45,7 @@ __all__ = [
     "calibrate_table1",
     "TGDArms",
     "Table1Replica",
+    "Table1Serving",
     "DriftingArms",
     "ObliviousReplay",
     "ToyLMSpeculative",
@@ -342,6 +344,106 @@ class Table1Replica(_StackedEnv):
     @classmethod
     def _check_examples(cls):
         return [cls("code-editor", "llama3", response_median=64, seed=0)]
+
+
+# ----------------------------------------------------------------------------- serving chains of E2 responses
+@register_environment("table1-serving")
+class Table1Serving(Environment):
+    """E2's prompt mixture served response after response: each run is a server, a chain of ``n_responses`` responses.
+
+    Every response is a prompt of :class:`Table1Replica`'s mixture for one cell of the paper's
+    Table 1 (copy-heavy with probability ``copy_share``, free text otherwise; a lognormal length of
+    median ``response_median``) with the replica's laws and per-round costs; when a response is
+    complete the next one starts in the next round. The feedback of a round is
+    ``{"tokens": Y, "seconds": cost, "response_end": 0 or 1}``: a policy that learns across responses
+    (``WarmThroughputUCB``) sees where a response ends, a fixed arm ignores it. The prompts (types
+    and lengths) are drawn from their own stream before play, so every policy serves the same prompts
+    in the same order (common random numbers). :meth:`done` is the stop condition of the loop;
+    ``Step.info`` carries ``tokens`` and ``seconds`` (simulated), summed per run by the engine.
+
+    >>> from genbandit.envs.speculative import Table1Serving
+    >>> env = Table1Serving("code-editor", "llama3", n_responses=3, seed=0).reset(n_runs=2)
+    >>> step = env.step(np.array([3, 2]))
+    >>> sorted(step.feedback), bool(env.done().any())
+    (['response_end', 'seconds', 'tokens'], False)
+    """
+
+    name = "table1-serving"
+    arm_names = TABLE1_ARMS
+    n_arms = len(TABLE1_ARMS)
+    _parameter_constraints = {
+        "benchmark": [Options(tuple(sorted(TABLE1["llama3"])))],
+        "model": [Options(tuple(sorted(TABLE1)))],
+        "response_median": [Interval(Real, 1, None, "left")],
+        "response_sigma": [Interval(Real, 0, None, "left")],
+        "max_response": [Interval(Integral, 1, None, "left")],
+        "n_responses": [Interval(Integral, 1, None, "left")],
+    }
+
+    def __init__(self, benchmark: str = "spec-bench", model: str = "llama3", response_median: float = 250.0, response_sigma: float = 0.6,
+                 max_response: int = 2048, n_responses: int = 20, seed=None) -> None:
+        self.benchmark = benchmark
+        self.model = model
+        self.response_median = response_median
+        self.response_sigma = response_sigma
+        self.max_response = max_response
+        self.n_responses = n_responses
+        self.seed = seed
+
+    @property
+    def max_length(self) -> int:
+        return max(ARM_LENGTHS)
+
+    def _init_state(self, n_runs: int) -> None:
+        cal = calibrate_table1(self.benchmark, self.model)
+        self._cal = cal
+        self._cost = np.asarray(cal["cost_ms"]) / 1000.0
+        prompts = np.random.default_rng(int(self._rng.integers(2**63)))
+        self._copy = prompts.random((n_runs, self.n_responses)) < cal["copy_share"]
+        raw = self.response_median * np.exp(self.response_sigma * prompts.standard_normal((n_runs, self.n_responses)))
+        self._lengths = np.clip(np.round(raw), 16, self.max_response).astype(np.int64)
+        self._served = np.zeros(n_runs, dtype=np.int64)  # responses completed
+        self._left = self._lengths[:, 0].copy()  # tokens left in the current response
+        run_mean = sum(COPY_RUN) / 2.0
+        means = np.empty((2, self.n_arms))  # row 0 free text, row 1 copy-heavy
+        for i, length in enumerate(ARM_LENGTHS):
+            means[0, i] = tgd_mean(cal["free_accept"][i], length)
+            q = cal["copy_run"][i]
+            means[1, i] = q * run_mean + (1 - q) * tgd_mean(cal["copy_accept"][i], length)
+        self._rates = means / self._cost  # tokens per second of each arm, per prompt type
+
+    def done(self) -> np.ndarray:
+        """``(n_runs,)`` whether each server has completed its ``n_responses`` responses."""
+        return self._served >= self.n_responses
+
+    def _step(self, actions: np.ndarray) -> Step:
+        rows = np.arange(actions.shape[0])
+        current = np.minimum(self._served, self.n_responses - 1)
+        copy = self._copy[rows, current]
+        y = np.empty(actions.shape[0], dtype=np.int64)
+        for arm in np.unique(actions):
+            sel = np.nonzero(actions == arm)[0]
+            p = np.where(copy[sel], self._cal["copy_accept"][arm], self._cal["free_accept"][arm])
+            draw = draw_tgd(self._rng, p, ARM_LENGTHS[arm])
+            long_run = copy[sel] & (self._rng.random(sel.size) < self._cal["copy_run"][arm])
+            y[sel] = np.where(long_run, self._rng.integers(COPY_RUN[0], COPY_RUN[1] + 1, size=sel.size), draw)
+        active = ~self.done()
+        y = np.minimum(y, np.maximum(self._left, 1))  # truncated at the end of the response (the paper's footnote 3)
+        tokens = np.where(active, y, 0)
+        self._left -= tokens
+        end = active & (self._left <= 0)
+        self._served += end
+        self._left = np.where(end, self._lengths[rows, np.minimum(self._served, self.n_responses - 1)], self._left)
+        rates = self._rates[copy.astype(int)]
+        best = rates.max(axis=1)
+        regret = np.where(active, (best - rates[rows, actions]) / best, 0.0)
+        seconds = self._cost[actions]
+        feedback = {"tokens": y.astype(float), "seconds": seconds, "response_end": end.astype(float)}
+        return Step(feedback=feedback, reward=tokens.astype(float), regret=regret, info={"tokens": tokens.astype(float), "seconds": np.where(active, seconds, 0.0)})
+
+    @classmethod
+    def _check_examples(cls):
+        return [cls("code-editor", "llama3", response_median=32, n_responses=2, seed=0)]
 
 
 # ----------------------------------------------------------------------------- E3

@@ -23,11 +23,12 @@ import time
 import numpy as np
 
 from ..core.registry import POLICIES
+from ..core.simulator import simulate
 from ..envs.speculative import BanditSpecResult, ServingThroughput, ToyLMSpeculative, checkpoint_rounds, run_banditspec
 from ..policies.speculative import FixedArm, ServingEXP3Spec, ServingUCBSpec
 from .units import Unit, UnitResult, build_environment, build_policy
 
-__all__ = ["stopping_time_unit", "e0_unit", "e5_unit", "losslessness_pvalues"]
+__all__ = ["stopping_time_unit", "serving_chain_unit", "e0_unit", "e5_unit", "losslessness_pvalues"]
 
 _RUNNER_KEYS = ("group_size", "regret_against", "batch_sizes", "batches_per_size", "oracle_lengths")
 _FIXED_CACHE: dict[str, list[BanditSpecResult]] = {}
@@ -161,6 +162,30 @@ def stopping_time_unit(unit: Unit, progress: bool = False) -> UnitResult:
         metrics={k: np.atleast_1d(np.asarray(metrics[k], dtype=float)).tolist() for k in wanted if k in metrics},
         extras=extras,
         wall_time=time.perf_counter() - start,
+    )
+
+
+def serving_chain_unit(unit: Unit, progress: bool = False) -> UnitResult:
+    """One (scenario, policy) of the serving scenario: every run a server answering a chain of responses.
+
+    The engine plays the policy on :class:`~genbandit.envs.speculative.Table1Serving` until every
+    server has answered its responses (the environment's ``done`` is the stop condition); the
+    policy's state is never reset between responses. Per server: simulated tokens/s over the
+    whole chain, MAT and rounds. ``fixed:<arm>`` plays one arm; every policy serves the same prompts.
+    """
+    start = time.perf_counter()
+    _, env, n_runs, env_seed, policy_seed = _unit_setup(unit)
+    res = simulate(env, _make_policy(unit, env), env.n_responses * env.max_response, n_runs=n_runs, seed=(env_seed, policy_seed),
+                   stop=env.done, progress=progress, description=unit.unit_id)
+    tokens, seconds = res.totals["tokens"], res.totals["seconds"]
+    metrics = {"tokens_per_second": tokens / np.maximum(seconds, 1e-12), "mat": tokens / np.maximum(res.stopping_time, 1),
+               "stopping_time": res.stopping_time.astype(float)}
+    extras = {"counts": res.counts.sum(axis=0).tolist(), "arm_names": list(env.arm_names), "responses_per_run": env.n_responses}
+    return UnitResult(
+        unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=unit.horizon, n_runs=n_runs,
+        rounds=res.rounds, regret=res.regret, reward=res.reward,
+        metrics={k: np.asarray(v, dtype=float).tolist() for k, v in metrics.items() if not unit.metrics or k in unit.metrics},
+        extras=extras, wall_time=time.perf_counter() - start,
     )
 
 

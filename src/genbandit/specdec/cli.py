@@ -11,6 +11,8 @@ from pathlib import Path
 
 __all__ = ["register"]
 
+SERVING_POLICY = "WarmThroughputUCB"  # the decoder's default policy (kept equal to decoder.SERVING_POLICY by a test)
+
 
 def register(subparsers) -> None:
     """Add ``specdec`` with its ``generate`` and ``demo`` subcommands to the main parser."""
@@ -26,7 +28,7 @@ def register(subparsers) -> None:
     gen.add_argument("--drafters", default="model,pld,suffix", help="comma-separated drafters among model, pld, suffix")
     gen.add_argument("--lengths", default="1,2,4", help="comma-separated speculation lengths (default 1,2,4)")
     gen.add_argument("--no-plain", action="store_true", help="leave out the arm 'plain' (length 0)")
-    gen.add_argument("--policy", default="UCBSpec", help="registered policy choosing the arm each round (default UCBSpec)")
+    gen.add_argument("--policy", default=SERVING_POLICY, help=f"registered policy choosing the arm each round (default {SERVING_POLICY}, which learns across prompts)")
     gen.add_argument("--arm", help="a fixed arm label instead of a policy (e.g. plain, suffix:4)")
     gen.add_argument("--all-arms", action="store_true", help="also run every fixed arm and print them all")
     gen.add_argument("--reward", choices=["tokens", "throughput"], default="tokens", help="the bandit's reward (default tokens)")
@@ -38,17 +40,19 @@ def register(subparsers) -> None:
     gen.add_argument("--quiet", action="store_true", help="do not print the generated text")
     gen.set_defaults(handler=_generate)
 
-    demo = sub.add_parser("demo", help="train a tiny target and draft GPT on local Python source once, then compare arms and bandits")
-    demo.add_argument("--cache-dir", type=Path, help="where the trained models live (default ~/.cache/genbandit/specdec-demo)")
-    demo.add_argument("--retrain", action="store_true", help="train again even if cached models exist")
-    demo.add_argument("--train-seconds", type=float, default=None, help="training budget of the target (the draft gets a third)")
-    demo.add_argument("--max-new-tokens", type=int, default=None, help="tokens generated per prompt")
-    demo.add_argument("--seeds", type=int, default=None, help="repetitions of the randomised policies per prompt")
-    demo.add_argument("--quick", action="store_true", help="a smaller demo (short training, fewer tokens), for a smoke test")
-    demo.add_argument("--out", type=Path, help="also write table.md, results.csv and log.txt to this folder")
-    demo.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    demo.add_argument("--reward", choices=["tokens", "throughput"], default="tokens", help="the bandits' reward (default tokens)")
+    demo = sub.add_parser("demo", help="fixed arms against the serving policy and UCBSpec on the shipped tiny models (a few minutes on 2 cores)")
+    demo.add_argument("--out", type=Path, help="folder for log.txt, results.csv and table.md (default ~/.cache/genbandit/specdec-demo)")
+    demo.add_argument("--models", type=Path, help="folder with target/ and draft/ (default: the models shipped with the package)")
+    demo.add_argument("--max-new-tokens", type=int, default=256, help="tokens generated per prompt (default 256)")
+    demo.add_argument("--repeats", type=int, default=3, help="repetitions of every measurement, the order of methods alternating (default 3)")
+    demo.add_argument("--policies", default=f"{SERVING_POLICY},UCBSpec", help=f"comma-separated policies (default {SERVING_POLICY},UCBSpec)")
+    demo.add_argument("--quick", action="store_true", help="two prompts, 64 tokens: a smoke test")
+    demo.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: measured faster than 2 for these models)")
     demo.set_defaults(handler=_demo)
+
+    train = sub.add_parser("train-demo", help="train the demo's target and draft again (by steps; the package ships the result)")
+    train.add_argument("--out", type=Path, required=True, help="folder for target/, draft/ and training.json")
+    train.set_defaults(handler=_train_demo)
 
 
 def _split(text: str) -> list[str]:
@@ -111,8 +115,8 @@ def _generate(args: argparse.Namespace) -> int:
     runs: list[tuple[str, dict]] = []
     if args.arm is not None:
         runs.append((args.arm, {"arm": args.arm}))
-    else:
-        runs.append((args.policy, {"policy": args.policy}))
+    else:  # one policy object for all prompts: a policy that learns across responses carries its state
+        runs.append((args.policy, {"policy": decoder.make_policy(args.policy, seed=args.seed)}))
     if args.all_arms:
         runs += [(arm.label, {"arm": arm.label}) for arm in decoder.arms if arm.label != args.arm]
     identical = True
@@ -141,11 +145,24 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    print("genbandit specdec demo: loading torch and transformers...", file=sys.stderr, flush=True)
+    try:
+        from .demo import DEMO_PROMPTS, run_demo
 
-    table = run_demo(
-        cache_dir=args.cache_dir, retrain=args.retrain, train_seconds=args.train_seconds, max_new_tokens=args.max_new_tokens,
-        seeds=args.seeds, quick=args.quick, out=args.out, threads=args.threads, reward=args.reward, log=lambda msg: print(msg, file=sys.stderr, flush=True),
-    )
+        table, complete = run_demo(
+            out=args.out, models=args.models, max_new_tokens=64 if args.quick else args.max_new_tokens, repeats=args.repeats,
+            prompts=DEMO_PROMPTS[:2] if args.quick else None, policies=_split(args.policies), threads=args.threads,
+            echo=lambda msg: print(msg, file=sys.stderr, flush=True),
+        )
+    except KeyboardInterrupt:
+        print("interrupted before the first prompt finished; nothing to report", file=sys.stderr)
+        return 130
     print(table)
+    return 0 if complete else 130
+
+
+def _train_demo(args: argparse.Namespace) -> int:
+    from .demo_training import train_models
+
+    train_models(args.out, log=lambda msg: print(msg, file=sys.stderr, flush=True))
     return 0

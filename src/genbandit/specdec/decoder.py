@@ -19,6 +19,9 @@ crops its own cache to the prefix it shares with the accepted text.
 The *BanditSpec loop* (Algorithm 3 of Hou et al., 2025): per prompt the policy is reset (its state starts empty),
 each round it selects an arm (drafter x speculation length; length 0 is plain decoding), and it is
 updated with the number of emitted tokens, or, for serving, with the round's normalised throughput.
+A policy that learns across responses (``begin_response``, e.g. the default
+:class:`~genbandit.policies.speculative_serving.WarmThroughputUCB`) keeps its state from call to
+call and gets each round's tokens and wall time.
 """
 
 from __future__ import annotations
@@ -37,7 +40,10 @@ from ..core.validation import InvalidInputError, InvalidParameterError
 from .drafters import Draft, Drafter
 from .tensors import crop_cache, tempered_probs
 
-__all__ = ["Arm", "GenerationResult", "SpeculativeDecoder", "crop_cache", "tempered_probs", "make_policy"]
+__all__ = ["Arm", "GenerationResult", "SpeculativeDecoder", "crop_cache", "tempered_probs", "make_policy", "SERVING_POLICY"]
+
+#: The policy :meth:`SpeculativeDecoder.generate` uses when given neither ``policy`` nor ``arm``.
+SERVING_POLICY = "WarmThroughputUCB"
 
 #: Names under which a BanditSpec-aware policy takes the maximum speculation length ``L``.
 _L_PARAMETER_NAMES = ("L", "max_length", "spec_length", "max_speculation_length")
@@ -159,6 +165,9 @@ class SpeculativeDecoder:
     >>> spec = dec.generate(prompt, policy="UCB1", max_new_tokens=12, seed=0)
     >>> spec.tokens == plain.tokens, plain.mat, spec.rounds <= plain.rounds
     (True, 1.0, True)
+    >>> served = dec.generate(prompt, max_new_tokens=12)  # the serving policy, learning across calls
+    >>> served.tokens == plain.tokens
+    True
     """
 
     def __init__(
@@ -192,6 +201,7 @@ class SpeculativeDecoder:
             if model is not None:
                 positions.append(getattr(model.config, "max_position_embeddings", None))
         self.max_positions = min([p for p in positions if p] or [10**9])
+        self.serving_policy: Policy | None = None  # created on the first call without policy= or arm=
 
     # ------------------------------------------------------------------ arms and policies
     def arm_index(self, arm: int | str) -> int:
@@ -206,7 +216,15 @@ class SpeculativeDecoder:
         return int(arm)
 
     def make_policy(self, name: str, **params: Any) -> Policy:
-        """The registered policy ``name`` sized for this decoder's arms (``L`` passed when it takes one)."""
+        """The registered policy ``name`` sized for this decoder's arms.
+
+        ``L`` is passed when the policy takes one, and so are the arms' draft lengths and
+        drafters (``arm_lengths``, ``arm_drafters``) when it takes them.
+        """
+        accepted = inspect.signature(POLICIES.get(name).__init__).parameters
+        if "arm_lengths" in accepted and "arm_drafters" in accepted:
+            params.setdefault("arm_lengths", [arm.length for arm in self.arms])
+            params.setdefault("arm_drafters", [arm.drafter or "" for arm in self.arms])
         return make_policy(name, len(self.arms), self.max_length, **params)
 
     # ------------------------------------------------------------------ one round
@@ -260,15 +278,24 @@ class SpeculativeDecoder:
     ) -> GenerationResult:
         """Generate up to ``max_new_tokens`` tokens after ``prompt_ids`` (a list of token ids).
 
-        Give either a fixed ``arm`` (index or label) or a ``policy`` (a :class:`Policy` sized for
-        ``len(self.arms)`` arms, or a registered name, e.g. ``"UCBSpec"``); the policy is reset at
-        the start (BanditSpec's per-prompt state). ``reward`` is ``"tokens"`` (emitted tokens,
-        the paper's reward) or ``"throughput"`` (the round's tokens/s over ``R_max = (L + 1) / c0``,
-        clipped to 1 and put on the scale ``[1, L + 1]``, where ``c0`` is the measured time of a
-        one-token target step at the start of the prompt). ``seed`` seeds the sampler and the policy.
+        With neither ``policy`` nor ``arm``, the decoder's own serving policy
+        (:data:`SERVING_POLICY`, kept in ``self.serving_policy``) chooses the arms and carries what
+        it learned from one call to the next. Otherwise give a fixed ``arm`` (index or label) or a
+        ``policy`` (a :class:`Policy` sized for ``len(self.arms)`` arms, or a registered name, e.g.
+        ``"UCBSpec"``). A policy with ``begin_response`` keeps its state across calls (pass the same
+        object each time) and is fed each round's tokens and wall time; any other policy is reset
+        at the start (BanditSpec's per-prompt state) and fed ``reward``: ``"tokens"`` (emitted
+        tokens, the paper's reward) or ``"throughput"`` (the round's tokens/s over
+        ``R_max = (L + 1) / c0``, clipped to 1 and put on the scale ``[1, L + 1]``, where ``c0`` is
+        the measured time of a one-token target step at the start of the prompt). ``seed`` seeds
+        the sampler and, when it is created here, the policy.
         """
-        if (policy is None) == (arm is None):
-            raise InvalidParameterError("Give exactly one of policy= and arm=.")
+        if policy is not None and arm is not None:
+            raise InvalidParameterError("Give at most one of policy= and arm=.")
+        if policy is None and arm is None:
+            if self.serving_policy is None:
+                self.serving_policy = self.make_policy(SERVING_POLICY, seed=seed)
+            policy = self.serving_policy
         if reward not in ("tokens", "throughput"):
             raise InvalidParameterError(f"reward must be 'tokens' or 'throughput'. Got {reward!r} instead.")
         if max_new_tokens < 1:
@@ -284,7 +311,12 @@ class SpeculativeDecoder:
         if policy is not None:
             if policy.n_arms != len(self.arms):
                 raise InvalidParameterError(f"The policy has {policy.n_arms} arms; this decoder has {len(self.arms)}.")
-            policy.reset() if seed is None else policy.reset(seed=seed)
+            if hasattr(policy, "begin_response"):
+                policy.begin_response()
+            else:
+                policy.reset() if seed is None else policy.reset(seed=seed)
+            if policy.n_runs != 1:
+                raise InvalidParameterError(f"The policy holds {policy.n_runs} runs; the decoder needs one (reset(n_runs=1)).")
         generator = torch.Generator(device="cpu")
         generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**63))
         for drafter in self.drafters.values():
@@ -297,14 +329,16 @@ class SpeculativeDecoder:
             if len(ids) > 1:
                 _, cache = self._forward(ids[:-1], None)
             r_max = None
-            if reward == "throughput":
+            timed = getattr(policy, "feedback_keys", None) == ("tokens", "seconds")
+            if reward == "throughput" and not timed:
                 t0 = time.perf_counter()
                 _, cache = self._forward([ids[-1]], cache)
                 r_max = (self.max_length + 1) / max(time.perf_counter() - t0, 1e-9)
                 crop_cache(cache, len(ids) - 1)
             result.prefill_seconds = time.perf_counter() - start
             while len(result.tokens) < max_new_tokens and len(ids) <= self.max_positions:
-                a = fixed if policy is None else policy.select()
+                # the policy's trusted path (as in the simulator): the decoder's feedback is valid by construction
+                a = fixed if policy is None else int(policy._select(None)[0])
                 chosen = self.arms[a]
                 remaining = max_new_tokens - len(result.tokens)
                 k = min(chosen.length, remaining - 1, self.max_positions - len(ids))
@@ -323,11 +357,13 @@ class SpeculativeDecoder:
                 result.arms.append(a)
                 result.emitted.append(len(emitted))
                 result.round_seconds.append(seconds)
-                if policy is not None:
+                if timed:
+                    policy._learn(np.array([a]), {"tokens": np.array([float(len(emitted))]), "seconds": np.array([max(seconds, 1e-9)])}, None)
+                elif policy is not None:
                     y = float(len(emitted))
                     if r_max is not None:
                         y = 1.0 + self.max_length * min(1.0, len(emitted) / max(seconds, 1e-9) / r_max)
-                    policy.update(a, policy_reward(policy, y, self.max_length))
+                    policy._learn(np.array([a]), np.array([policy_reward(policy, y, self.max_length)]), None)
                 if self.eos_token_id is not None and emitted[-1] == self.eos_token_id:
                     break
         result.seconds = time.perf_counter() - start

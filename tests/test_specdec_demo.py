@@ -1,0 +1,75 @@
+"""The demo: shipped models (quality, reproducible training), a run written prompt by prompt, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import platform
+
+import pytest
+import torch
+
+from genbandit.specdec import demo, demo_training
+from genbandit.specdec.demo_training import SHIPPED_DIR, TRAIN, distinct_ngram_share, greedy_quality, held_out_loss, load_models
+
+RECORD = json.loads((SHIPPED_DIR / "training.json").read_text())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def held():
+    return demo_training.corpus(TRAIN["corpus_bytes"])[1]
+
+
+def test_shipped_target_beats_the_draft_on_held_out_text(held):
+    target, draft = load_models()
+    t, d = held_out_loss(target, held), held_out_loss(draft, held)
+    assert t < d - 0.05, (t, d)  # 2.318 against 2.379 nats/byte
+    assert t == pytest.approx(RECORD["target"]["held_out_loss_shipped"], abs=1e-3)  # the record describes these weights
+
+
+def test_repeats_in_the_shipped_target_greedy_text_are_measured_as_recorded():
+    """The share of distinct 4-grams is measured (and recorded in training.json, reported by the demo)."""
+    target, _ = load_models()
+    quality = greedy_quality(target)
+    assert quality["distinct_4gram_share"] == RECORD["target"]["greedy"]["distinct_4gram_share"]
+    assert distinct_ngram_share([7] * 50) < 0.05 < 0.9 < distinct_ngram_share(list(b"def read_config(path): return open(path).read()"))
+
+
+@pytest.mark.skipif(platform.python_version() != RECORD["python"], reason="the corpus is this Python version's standard library")
+def test_training_by_steps_reproduces_the_recorded_first_losses():
+    data, held = demo_training.corpus(TRAIN["corpus_bytes"])
+    model = demo_training.build_model(demo_training.TARGET_CONFIG, TRAIN["seed"])
+    record = demo_training._train(model, data, held, TRAIN, TRAIN["seed"], lambda msg: None, "target", stop_after=5)
+    assert record["first_losses"] == pytest.approx(RECORD["target"]["first_losses"], abs=2e-3)
+
+
+PROMPTS = demo.DEMO_PROMPTS[:2]
+
+
+def test_demo_writes_prompt_by_prompt_and_is_lossless(tmp_path):
+    table, complete = demo.run_demo(tmp_path, max_new_tokens=24, repeats=2, prompts=PROMPTS, echo=lambda msg: None)
+    assert complete and "**yes**" in table and "WarmThroughputUCB / best fixed arm" in table
+    rows = (tmp_path / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 2 * (7 + 2)  # prompts x repetitions x (7 fixed arms + 2 policies)
+    log = (tmp_path / "log.txt").read_text()
+    assert "prompt 0 (code) done" in log and "prompt 1 (text) done" in log
+    assert demo.cached_demo_table(tmp_path) == table
+
+
+def test_ctrl_c_keeps_the_finished_prompts(tmp_path):
+    def echo(message):
+        if "prompt 1 (" in message:
+            raise KeyboardInterrupt
+
+    table, complete = demo.run_demo(tmp_path, max_new_tokens=16, repeats=1, prompts=PROMPTS + PROMPTS, echo=echo)
+    assert not complete and "interrupted after 2 of 4 prompts" in table
+    assert "interrupted: 2 of 4 prompts finished" in (tmp_path / "log.txt").read_text()
+    assert {line.split(",")[0] for line in (tmp_path / "results.csv").read_text().splitlines()[1:]} == {"0", "1"}
+    assert demo.cached_demo_table(tmp_path) is None  # an interrupted run does not stand for the demo

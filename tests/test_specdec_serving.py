@@ -1,0 +1,130 @@
+"""The serving policy of speculative decoding: tokens per second, state carried across responses, default of the decoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from genbandit.core.validation import InvalidInputError, InvalidParameterError
+from genbandit.policies.speculative import UCBSpec
+from genbandit.policies.speculative_serving import WarmThroughputUCB
+
+
+def play(policy, rounds, law, rng):
+    """``rounds`` rounds where ``law(arm, rng) -> (tokens, seconds)``; returns the arms played."""
+    arms = []
+    for _ in range(rounds):
+        arm = policy.select()
+        tokens, seconds = law(arm, rng)
+        policy.update(arm, {"tokens": tokens, "seconds": seconds})
+        arms.append(arm)
+    return arms
+
+
+# arm 0: 2 tokens per round in 1 ms (a cheap copier), arm 1: 5 tokens per round in 4 ms (a costly model drafter),
+# arm 2: 1 token in 1.5 ms (plain decoding). Per second: 2000, 1250, 667 -- per round arm 1 is the best.
+def cheap_copier_wins(arm, rng):
+    tokens = [2, 5, 1][arm]
+    return tokens, [1.0e-3, 4.0e-3, 1.5e-3][arm] * rng.uniform(0.9, 1.1)
+
+
+def test_optimises_tokens_per_second_where_ucbspec_optimises_tokens_per_round():
+    rng = np.random.default_rng(0)
+    policy = WarmThroughputUCB(n_arms=3, seed=0)
+    arms = play(policy, 200, cheap_copier_wins, rng)
+    assert np.mean(np.array(arms[-100:]) == 0) > 0.85
+    ucb = UCBSpec(n_arms=3, max_length=6, seed=0)
+    for _ in range(200):
+        arm = ucb.select()
+        ucb.update(arm, cheap_copier_wins(arm, rng)[0])
+    assert ucb.select() == 1  # the paper's reward prefers the arm with more tokens per round
+
+
+def test_next_response_starts_from_what_was_learned_without_round_robin():
+    rng = np.random.default_rng(1)
+    policy = WarmThroughputUCB(n_arms=3, seed=0)
+    first = play(policy, 60, cheap_copier_wins, rng)
+    assert first[:3] == [0, 1, 2]  # the first response tries every arm once
+    policy.begin_response()
+    second = play(policy, 20, cheap_copier_wins, rng)
+    assert second.count(0) >= 18
+
+
+def test_adapts_within_a_response_when_the_prompt_differs():
+    """Carried: arm 0 is fastest. New response: arm 0 now emits 1 token per round; the policy leaves it within a few rounds."""
+    rng = np.random.default_rng(2)
+    policy = WarmThroughputUCB(n_arms=3, seed=0)
+    for _ in range(5):
+        play(policy, 60, cheap_copier_wins, rng)
+        policy.begin_response()
+
+    def copier_misses(arm, rng):
+        tokens, seconds = cheap_copier_wins(arm, rng)
+        return (1, seconds) if arm == 0 else (tokens, seconds)
+
+    arms = play(policy, 50, copier_misses, rng)
+    switch = next(i for i, a in enumerate(arms) if a != 0)
+    assert switch <= 10 and np.mean(np.array(arms[switch:]) == 1) > 0.75
+
+
+def test_dominated_arm_is_no_longer_pulled_after_a_few_responses():
+    rng = np.random.default_rng(3)
+    policy = WarmThroughputUCB(n_arms=3, seed=0)
+    late = []
+    for response in range(10):
+        arms = play(policy, 50, cheap_copier_wins, rng)
+        policy.begin_response()
+        if response >= 5:
+            late += arms
+    assert late.count(2) == 0  # plain decoding, 3 times slower than the copier here, is dropped
+
+
+def test_begin_response_only_touches_the_given_runs():
+    policy = WarmThroughputUCB(n_arms=2, seed=0).reset(n_runs=2)
+    for _ in range(40):
+        policy.update_batch(np.array([0, 0]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0])})  # 1 s per round: log seconds 0
+    policy.begin_response(runs=np.array([True, False]))
+    assert policy._current[1, 0].tolist() == [120.0, 40.0, 0.0, 40.0] and not policy._current[0].any()  # run 1 untouched
+    # tokens per round: the response weighs 4 rounds at most, its mean (3) kept; round times: 40 rounds capped at memory = 30
+    assert policy._carried[0, 0].tolist() == pytest.approx([12.0, 4.0, 0.0, 30.0])
+    assert np.allclose(policy.rates()[0], [3.0, 0.0])
+
+
+def test_bare_numbers_count_as_rounds_of_unit_time_and_bad_feedback_raises():
+    policy = WarmThroughputUCB(n_arms=2, seed=0)
+    policy.update(1, 4.0)
+    assert policy.rates().tolist() == [[0.0, 4.0]]
+    for bad in ({"tokens": 1.0}, {"tokens": 1.0, "seconds": 0.0}, {"tokens": -1.0, "seconds": 1.0}):
+        with pytest.raises(InvalidInputError):
+            policy.update(0, bad)
+
+
+def test_state_dict_continues_exactly():
+    rng = np.random.default_rng(4)
+    policy = WarmThroughputUCB(n_arms=3, seed=0)
+    play(policy, 30, cheap_copier_wins, rng)
+    policy.begin_response()
+    twin = WarmThroughputUCB.from_state_dict(policy.state_dict())
+    law = np.random.default_rng(5), np.random.default_rng(5)
+    assert play(policy, 30, cheap_copier_wins, law[0]) == play(twin, 30, cheap_copier_wins, law[1])
+
+
+def test_a_round_tells_what_the_drafters_shorter_arms_would_have_emitted():
+    # arms: plain, copier:2, copier:6, model:3
+    policy = WarmThroughputUCB(n_arms=4, arm_lengths=[0, 2, 6, 3], arm_drafters=["", "copier", "copier", "model"], seed=0)
+    policy.update(2, {"tokens": 5.0, "seconds": 0.002})  # copier:6 accepted 4 tokens: copier:2 would have emitted 3
+    policy.update(2, {"tokens": 2.0, "seconds": 0.002})  # accepted 1: copier:2 would have emitted 2
+    assert policy._current[0, :, 0].tolist() == [0.0, 5.0, 7.0, 0.0] and policy._current[0, :, 1].tolist() == [0.0, 2.0, 2.0, 0.0]
+    assert policy._current[0, :, 3].tolist() == [0.0, 0.0, 2.0, 0.0]  # only the played arm has a time
+    policy.update(1, {"tokens": 3.0, "seconds": 0.001})  # a shorter arm says nothing about the longer one
+    assert policy._current[0, 2, 1] == 2.0
+    with pytest.raises(InvalidParameterError):
+        WarmThroughputUCB(n_arms=4, arm_lengths=[0, 2, 6], arm_drafters=["", "c", "c"])
+
+
+def test_response_end_in_the_feedback_starts_the_next_response_of_that_run():
+    policy = WarmThroughputUCB(n_arms=2, seed=0).reset(n_runs=2)
+    for end in ([0, 0], [1, 0]):
+        policy.update_batch(np.array([1, 1]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0]), "response_end": np.array(end)})
+    assert not policy._current[0].any() and policy._carried[0, 1].tolist() == [6.0, 2.0, 0.0, 2.0]  # run 0 folded its response in
+    assert policy._current[1, 1, 1] == 2.0 and not policy._carried[1].any()  # run 1 is still in its first response
