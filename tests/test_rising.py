@@ -386,7 +386,7 @@ def test_two_arm_acceptance_ratio_is_per_run_with_its_standard_error(tmp_path):
 
 
 class _SpecSketchTIUCB:
-    """The spec's reference sketch of TI-UCB (section 2.1), lists of prefix sums, refit from them each round."""
+    """An independent reference sketch of TI-UCB (Algorithm 1 of the paper), lists of prefix sums, refit from them each round."""
 
     def __init__(self, n_arms, delta, omega, gamma, conf_c=16.0):
         self.w, self.g, self.C = omega, gamma, conf_c * math.sqrt(2 * math.log(1 / delta))

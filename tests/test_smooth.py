@@ -45,7 +45,7 @@ def test_tunings_follow_the_formulas_in_L_and_k():
     d, b = be_s_tuning(T, L, n_arms=k)
     assert d == pytest.approx(L ** -0.4 * k ** -0.6 * T ** -0.2 * (lt * math.log(k)) ** 0.2)
     assert b == pytest.approx(L ** -0.2 * math.sqrt(d * T * lt * math.log(k) / k))
-    # spec's Thm 6.2 table: k = 20, T = 1e6 -> Delta 0.0220, Delta T 22,017, B 213.5
+    # the paper's Theorem 6.2 settings: k = 20, T = 1e6 -> Delta 0.0220, Delta T 22,017, B 213.5
     d, b = be_s_tuning(10**6, 1.0, 20)
     assert (round(d, 4), round(d * 10**6), round(b, 1)) == (0.022, 22017, 213.5)
     # the multipliers of traps T4/T17 scale only B

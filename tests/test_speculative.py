@@ -151,8 +151,8 @@ def test_released_ucb_locks_onto_a_wrong_arm_where_ucbspec_does_not():
     assert fixed is not None
 
 
-def _spec_reference_ucbspec_choice(n, sums, t, K, L, delta):
-    """The spec's Python reference of UCBSpec's rule (section 2.5), one decision, ties to the lowest index."""
+def _reference_ucbspec_choice(n, sums, t, K, L, delta):
+    """An independent Python reference of UCBSpec's rule (the paper's Algorithm 4), one decision, ties to the lowest index."""
     if t < K:
         return t
     best, arg = -math.inf, 0
@@ -163,7 +163,7 @@ def _spec_reference_ucbspec_choice(n, sums, t, K, L, delta):
     return arg
 
 
-def test_ucbspec_takes_the_spec_references_decisions():
+def test_ucbspec_takes_an_independent_references_decisions():
     rng = np.random.default_rng(8)
     for _ in range(60):
         K, L = int(rng.integers(2, 6)), int(rng.integers(2, 11))
@@ -171,7 +171,7 @@ def test_ucbspec_takes_the_spec_references_decisions():
         policy = UCBSpec(n_arms=K, max_length=L, seed=0)
         n, sums = [0] * K, [0.0] * K
         for t in range(200):
-            arm = _spec_reference_ucbspec_choice(n, sums, t, K, L, 0.5)
+            arm = _reference_ucbspec_choice(n, sums, t, K, L, 0.5)
             assert policy.select() == arm
             y = int(table[arm, n[arm]])
             policy.update(arm, y)
