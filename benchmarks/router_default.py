@@ -175,16 +175,9 @@ def streams(X, R, C, models, orders, best):
             "Thompson": lambda s: _ContextFree(ThompsonSampling(n_arms=G, seed=s)),
         }
         for label, make in routers.items():
-            curves = []
-            for s in range(len(orders)):
-                order = np.random.default_rng(1000 + s).permutation(n)
-                peer, got = make(s), []
-                for i in order:
-                    a = peer.select(int(i))
-                    peer.update(int(i), a, float(Rs[i, a]), 0.0)
-                    got.append(Rs[i, a] - Rs[i, arm])
-                curves.append(np.cumsum(got)[np.array(hz) - 1] / np.array(hz))
-            c = np.array(curves)
+            free = np.zeros_like(Rs)
+            runs = [replay(make(s), np.random.default_rng(1000 + s).permutation(n), Rs, free, arm) for s in range(len(orders))]
+            c = np.array([r["otb_curve"][np.array(hz) - 1] for r in runs])
             se = c.std(0, ddof=1) / np.sqrt(len(c))
             got = {h: f"{m:+.4f} ± {e:.4f}" for h, m, e in zip(hz, c.mean(0), se)}
             cells = [got.get(h, "") for h in (100, 300, 1000)] + [got[n]]

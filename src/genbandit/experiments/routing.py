@@ -74,12 +74,14 @@ class ParetoBanditPeer:
 
 
 def replay(peer: Any, order: np.ndarray, rewards: np.ndarray, costs: np.ndarray, best_arm: int) -> dict:
-    """Play ``peer`` over the rows ``order``; quality, spend, OtB, OPR and microseconds per decision (select + update)."""
-    quality = spend = otb = 0.0
+    """Play ``peer`` over the rows ``order``; quality, spend, OtB, OPR, microseconds per decision (select + update) and
+    ``otb_curve``, the running mean OtB after each round ``(len(order),)``."""
+    quality = spend = 0.0
     optimal = 0
     spent = 0.0
     best = rewards.max(1)
-    for i in order:
+    gains = np.empty(len(order))
+    for t, i in enumerate(order):
         i = int(i)
         start = time.perf_counter()
         arm = peer.select(i)
@@ -90,10 +92,12 @@ def replay(peer: Any, order: np.ndarray, rewards: np.ndarray, costs: np.ndarray,
         spent += time.perf_counter() - start
         quality += r
         spend += c
-        otb += r - rewards[i, best_arm]
+        gains[t] = r - rewards[i, best_arm]
         optimal += int(r >= best[i] - 1e-12)
     n = len(order)
-    return {"mean_reward": quality / n, "mean_cost": spend / n, "otb": otb / n, "opr": optimal / n, "us_per_decision": 1e6 * spent / n}
+    curve = np.cumsum(gains) / np.arange(1, n + 1)
+    return {"mean_reward": quality / n, "mean_cost": spend / n, "otb": float(curve[-1]), "opr": optimal / n, "us_per_decision": 1e6 * spent / n,
+            "otb_curve": curve}
 
 
 def paretobandit_table(env) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
