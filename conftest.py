@@ -8,6 +8,8 @@ import pytest
 #: Files collected by pytest (``--doctest-modules``) that import an optional package at import time.
 _NEEDS = {
     "src/genbandit/router/app.py": ("fastapi",),
+    "src/genbandit/router/dashboard.py": ("fastapi",),
+    "src/genbandit/router/demo.py": ("fastapi", "httpx", "openai", "uvicorn"),
     "src/genbandit/specdec/decoder.py": ("torch",),
     "src/genbandit/specdec/tensors.py": ("torch",),
     "tests/router_helpers.py": ("httpx", "fastapi", "uvicorn"),
@@ -35,3 +37,14 @@ def pytest_collection_modifyitems(config, items):
         missing = _missing(_DOCTEST_NEEDS.get(item.name, ()))
         if missing:
             item.add_marker(pytest.mark.skip(reason=f"needs {', '.join(missing)} (an extra)"))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Run a test module's tiny models on one torch thread (fastest for them, and far faster on a busy machine)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

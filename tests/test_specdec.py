@@ -20,13 +20,7 @@ from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDeco
 from genbandit.specdec.decoder import make_policy, policy_reward
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (and far faster on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_gpt(vocab: int, layers: int, width: int, seed: int, init: float = 0.02, positions: int = 128) -> GPT2LMHeadModel:
