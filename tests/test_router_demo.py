@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("openai")
+pytest.importorskip("fastapi")
+
 import io
 import re
 
 import httpx
 import openai
-import pytest
 
 from genbandit.cli import main
 from genbandit.envs.prompts import load_paretobandit

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("redis")
+pytest.importorskip("fastapi")
+
 import asyncio
 import json
 import os

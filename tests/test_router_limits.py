@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
 import contextlib
 import socket
 
 import httpx
-import pytest
 from fastapi import APIRouter, Depends
 from router_helpers import redis_server, serve_in_thread, write_config
 

@@ -6,6 +6,10 @@ import contextlib
 
 import numpy as np
 import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
 from router_helpers import redis_server, write_config
 
 from genbandit.core.validation import InvalidParameterError

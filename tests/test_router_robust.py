@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("redis")
+pytest.importorskip("fastapi")
+
 import json
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
-import pytest
 import redis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings

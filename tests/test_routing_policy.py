@@ -225,6 +225,8 @@ def _router_config(tmp_path, extra: str = "", policy: str = "evidence-thompson")
 
 
 def test_router_warm_start_folds_the_logged_table_once(tmp_path):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
     from genbandit.router import Router
 
     rng = np.random.default_rng(0)
@@ -244,6 +246,8 @@ def test_router_warm_start_folds_the_logged_table_once(tmp_path):
 
 
 def test_router_budget_prices_cost_and_reports_spend(tmp_path):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
     from fastapi.testclient import TestClient
 
     from genbandit.router import Router, create_app
@@ -273,6 +277,8 @@ def test_router_budget_prices_cost_and_reports_spend(tmp_path):
     ],
 )
 def test_router_budget_and_warm_start_are_checked(tmp_path, extra, policy, message):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
     from genbandit.core.validation import InvalidParameterError
     from genbandit.router import Router
 
@@ -282,6 +288,8 @@ def test_router_budget_and_warm_start_are_checked(tmp_path, extra, policy, messa
 
 def test_router_default_group_replays_each_router_under_a_budget(tmp_path):
     """The reproduce pak-ucb runner: router-default and ParetoBandit's package under one budget, on 80 real prompts."""
+    pytest.importorskip("pareto_bandit")
+    pytest.importorskip("sentence_transformers")
     from genbandit.experiments.config import load_config
     from genbandit.experiments.routing import router_unit
     from genbandit.experiments.runner import plan_units

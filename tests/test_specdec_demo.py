@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
 import json
 import platform
 
-import pytest
-import torch
 
 from genbandit.specdec import demo, demo_training
 from genbandit.specdec.demo_training import SHIPPED_DIR, TRAIN, distinct_ngram_share, greedy_quality, held_out_loss, load_models
@@ -14,12 +17,7 @@ from genbandit.specdec.demo_training import SHIPPED_DIR, TRAIN, distinct_ngram_s
 RECORD = json.loads((SHIPPED_DIR / "training.json").read_text())
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
