@@ -26,8 +26,12 @@ def compute_metric(name: str, result: SimulationResult, env: Environment, policy
     return METRICS.get(name)(result, env, policy)
 
 
-@register_metric("final_regret", "cumulative pseudo-regret at the horizon")
+@register_metric("final_regret", "cumulative pseudo-regret at the horizon; for runs that end themselves, stopping time minus the reference's")
 def _final_regret(result, env, policy):
+    """An environment whose runs end when a task is complete and that reports a reference stopping time
+    (``reference_stopping_times()``, BanditSpec eq. 1 and 12) measures regret in rounds against it."""
+    if hasattr(env, "reference_stopping_times"):
+        return (result.stopping_time - env.reference_stopping_times()).astype(float)
     return result.final_regret
 
 
