@@ -90,3 +90,17 @@ def _best_fixed_arm_rate(result, env, policy):
     if not hasattr(env, "best_arm"):
         raise InvalidParameterError("best_fixed_arm_rate needs a rested rising environment (genbandit.envs.rising).")
     return (result.counts.argmax(axis=1) == env.best_arm).astype(float)
+
+
+@register_metric("us_per_decision", "microseconds spent in the policy's select and update per decision, the environment excluded (one value per unit)")
+def _us_per_decision(result, env, policy):
+    return 1e6 * result.policy_seconds[-1] / (result.horizon * result.n_runs)
+
+
+_us_per_decision.times_policy = True  # the unit times the policy (simulate's time_policy)
+
+
+@register_metric("spend_over_budget", "mean dollar cost per decision over the policy's budget (only for a policy with a budget)")
+def _spend_over_budget(result, env, policy):
+    budget = getattr(policy, "budget", None)
+    return None if budget is None else _total(result, "cost", "spend_over_budget") / result.horizon / budget

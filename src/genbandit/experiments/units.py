@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.base import Environment, Policy
-from ..core.registry import ENVIRONMENTS, POLICIES
+from ..core.registry import ENVIRONMENTS, METRICS, POLICIES
 from ..core.simulator import SimulationResult, simulate
 from ..core.validation import InvalidParameterError
 from ..policies.classic import BestSingle
@@ -275,6 +275,7 @@ def simulate_unit(unit: Unit, progress: bool = False, *, block: int | None = Non
         progress=progress,
         description=f"{unit.scenario_name} / {unit.policy.label}",
         stop=stop,
+        time_policy=any(getattr(METRICS.get(name), "times_policy", False) for name in unit.metrics),
     )
     return env, policy, result
 
@@ -282,8 +283,10 @@ def simulate_unit(unit: Unit, progress: bool = False, *, block: int | None = Non
 def unit_result(unit: Unit, env: Environment, policy: Policy, result: SimulationResult) -> UnitResult:
     """The unit's metrics and extras: the pulls (summed and per run), the mean over runs of every
     ``Step.info`` key at the checkpoints (``info_curves``), the policy's scalar hyperparameters and
-    whatever the environment's and the policy's public ``diagnostics()`` report."""
+    whatever the environment's and the policy's public ``diagnostics()`` report. A metric that does not apply
+    to the policy (``spend_over_budget`` of a policy without a budget) gives ``None`` and is left out."""
     metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
+    metrics = {name: value for name, value in metrics.items() if value is not None}
     extras = {
         "counts": result.counts.sum(axis=0).tolist(),
         "counts_per_run": result.counts.tolist(),
