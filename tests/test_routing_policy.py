@@ -313,6 +313,11 @@ def test_router_default_group_replays_each_router_under_a_budget(tmp_path):
         assert m["us_per_decision"][0] > 0
     assert results["best-single"].metrics["otb"] == [0.0, 0.0]
     assert "spend_over_budget" not in results["best-single"].metrics  # no budget, no ratio to it
+    # ParetoBandit's router and the best single model replay the stream exactly as the former replay loop did
+    pareto, single = results["ParetoBandit"].metrics, results["best-single"].metrics
+    assert pareto["mean_reward"] == pytest.approx([0.847375, 0.8565], rel=1e-12) and pareto["opr"] == [0.5, 0.4875]
+    assert pareto["spend_over_budget"] == pytest.approx([0.8500208333333336, 0.8939430208333338], rel=1e-12)
+    assert single["mean_reward"] == pytest.approx([0.9278125, 0.9278125], rel=1e-12) and single["opr"] == [0.6375, 0.6375]
 
 
 def test_evidence_thompson_probabilities_are_the_law_of_its_select_and_leave_it_unchanged():
