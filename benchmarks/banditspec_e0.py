@@ -15,9 +15,11 @@ import time
 
 import numpy as np
 
-from genbandit.experiments import banditspec_units as B
+from genbandit.envs.speculative import run_banditspec
+from genbandit.experiments.banditspec_units import losslessness_pvalues
 from genbandit.experiments.config import load_config
 from genbandit.experiments.runner import plan_units
+from genbandit.experiments.units import build_environment, build_policy
 
 
 def main(argv=None) -> int:
@@ -30,14 +32,13 @@ def main(argv=None) -> int:
     print("| policy | seed | responses | p (first 3 tokens) | p (length) | seconds |")
     print("|---|---|---|---|---|---|")
     for unit in units:
-        params, _ = B._split_params(unit)
         for seed in ["configured", *args.seeds]:
-            env = B._environment(unit, params)
-            policy = B._make_policy(unit, env)
+            env = build_environment(unit.scenario, unit.horizon)
+            policy = build_policy(unit.policy, env, unit.horizon)
             seeds = unit.seeds() if seed == "configured" else (np.random.SeedSequence(seed), np.random.SeedSequence(seed + 100))
             start = time.perf_counter()
-            B.run_banditspec(env, policy, n_runs=args.runs, seed=seeds)
-            p = B.losslessness_pvalues(env)
+            run_banditspec(env, policy, n_runs=args.runs, seed=seeds)
+            p = losslessness_pvalues(env)
             print(f"| {unit.policy.label} | {seed} | {args.runs:,} | {p['p_first3']:.3f} | {p['p_length']:.3f} | {time.perf_counter() - start:.0f} |", flush=True)
     return 0
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 #: Metrics that measure time on the machine that ran them, not what the algorithms did.
-TIMING = re.compile(r"pulls_per_second|seconds|wall_time|runtime|time_ratio|speedup|ms_per|total_seconds")
+TIMING = re.compile(r"pulls_per_second|seconds|wall_time|runtime|time_ratio|speedup|ms_per|us_per|total_seconds")
 
 Key = tuple[str, str, str]
 

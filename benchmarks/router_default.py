@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import warnings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -34,10 +35,64 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from genbandit.envs.prompts import ParetoBanditReplay  # noqa: E402
-from genbandit.experiments.routing import ParetoBanditPeer, PolicyPeer, paretobandit_table, replay  # noqa: E402
 from genbandit.policies.classic import ThompsonSampling  # noqa: E402
 from genbandit.policies.kernel import RFFUCB, BestSingle, LinUCB  # noqa: E402
+from genbandit.policies.paretobandit import ParetoBanditRouter  # noqa: E402
 from genbandit.policies.routing import EvidenceThompson  # noqa: E402
+
+
+class PolicyPeer:
+    """A genbandit policy as a router: ``select(i)``, ``update(i, arm, reward, cost)`` on row ``i`` of ``X``."""
+
+    def __init__(self, policy, X: np.ndarray) -> None:
+        self.policy, self.X = policy, X
+        self.budgeted = getattr(policy, "budget", None) is not None
+        if policy.n_runs == 0:  # a policy that already learned (a warm start) keeps its state
+            policy.reset(1)
+
+    def select(self, i: int) -> int:
+        return self.policy.select(self.X[i])
+
+    def update(self, i: int, arm: int, reward: float, cost: float) -> None:
+        self.policy.update(arm, {"reward": reward, "cost": cost} if self.budgeted else reward, context=self.X[i])
+
+
+def replay(peer: Any, order: np.ndarray, rewards: np.ndarray, costs: np.ndarray, best_arm: int) -> dict:
+    """Play ``peer`` over the rows ``order``; quality, spend, OtB, OPR, microseconds per decision (select + update) and
+    ``otb_curve``, the running mean OtB after each round ``(len(order),)``."""
+    quality = spend = 0.0
+    optimal = 0
+    spent = 0.0
+    best = rewards.max(1)
+    gains = np.empty(len(order))
+    for t, i in enumerate(order):
+        i = int(i)
+        start = time.perf_counter()
+        arm = peer.select(i)
+        spent += time.perf_counter() - start
+        r, c = float(rewards[i, arm]), float(costs[i, arm])
+        start = time.perf_counter()
+        peer.update(i, arm, r, c)
+        spent += time.perf_counter() - start
+        quality += r
+        spend += c
+        gains[t] = r - rewards[i, best_arm]
+        optimal += int(r >= best[i] - 1e-12)
+    n = len(order)
+    curve = np.cumsum(gains) / np.arange(1, n + 1)
+    return {"mean_reward": quality / n, "mean_cost": spend / n, "otb": float(curve[-1]), "opr": optimal / n, "us_per_decision": 1e6 * spent / n,
+            "otb_curve": curve}
+
+
+def paretobandit_table(env) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(embeddings, rewards (N, G), dollar costs (N, G), model ids) of a ParetoBandit replay environment."""
+    _, rewards, costs, models = env._data  # (N, G, trials): the ParetoBandit log holds one trial per prompt and model
+    return env.embeddings(), np.nanmean(rewards, axis=2), np.nanmean(costs, axis=2), models
+
+
+def pareto_peer(X, models, seed: int, features: str = "pca", budget: float | None = None) -> PolicyPeer:
+    """ParetoBandit's router (its package, cold start) as a router of this script."""
+    return PolicyPeer(ParetoBanditRouter(n_arms=len(models), n_features=X.shape[1], arm_names=tuple(models), features=features, budget=budget, seed=seed), X)
 
 
 def _row(name: str, runs: list[dict], keys: tuple[str, ...]) -> str:
@@ -57,8 +112,8 @@ def quality(X, R, C, models, orders, best):
         "RFF-UCB (bandwidth 0.5, the paper's)": lambda s: PolicyPeer(RFFUCB(n_arms=G, n_features=d, sigma=0.5, seed=s), X),
         "RFF-UCB (bandwidth 5)": lambda s: PolicyPeer(RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=s), X),
         "Thompson sampling over the models (no context)": lambda s: _ContextFree(ThompsonSampling(n_arms=G, seed=s)),
-        "ParetoBandit (cold start, its PCA features)": lambda s: ParetoBanditPeer(X, models, s, features="pca"),
-        "ParetoBandit (cold start, our 384-d embeddings)": lambda s: ParetoBanditPeer(X, models, s, features="raw"),
+        "ParetoBandit (cold start, its PCA features)": lambda s: pareto_peer(X, models, s, features="pca"),
+        "ParetoBandit (cold start, our 384-d embeddings)": lambda s: pareto_peer(X, models, s, features="raw"),
         "best single model": lambda s: PolicyPeer(BestSingle(n_arms=G, arm=best, seed=s), X),
     }
     keys = ("mean_reward", "otb", "opr", "us_per_decision")
@@ -97,8 +152,8 @@ def budgets(X, R, C, models, orders, best):
         B = float(lo + frac * (hi - lo))
         makers = {
             "router-default (EvidenceThompson, budget)": lambda s: PolicyPeer(EvidenceThompson(n_arms=G, n_features=d, budget=B, seed=s), X),
-            "ParetoBandit + BudgetPacer (its PCA features)": lambda s: ParetoBanditPeer(X, models, s, features="pca", budget=B),
-            "ParetoBandit + BudgetPacer (our 384-d embeddings)": lambda s: ParetoBanditPeer(X, models, s, features="raw", budget=B),
+            "ParetoBandit + BudgetPacer (its PCA features)": lambda s: pareto_peer(X, models, s, features="pca", budget=B),
+            "ParetoBandit + BudgetPacer (our 384-d embeddings)": lambda s: pareto_peer(X, models, s, features="raw", budget=B),
         }
         for name, make in makers.items():
             runs = [replay(make(s), order, R, C, best) for s, order in enumerate(orders)]
@@ -214,12 +269,10 @@ def _sources() -> list[str]:
 
 
 def speed(X, R, C, models, n=2000):
-    import time
-
     G, d = R.shape[1], X.shape[1]
     order = np.random.default_rng(0).permutation(len(X))[:n]
     makers = {
-        "ParetoBandit route + feedback (384-d)": lambda: ParetoBanditPeer(X, models, 0, features="raw"),
+        "ParetoBandit route + feedback (384-d)": lambda: pareto_peer(X, models, 0, features="raw"),
         "RFF-UCB (200 frequencies, cos-sin: 400 features)": lambda: PolicyPeer(RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=0), X),
         "RFF-UCB (200 features, cos-phase)": lambda: PolicyPeer(RFFUCB(n_arms=G, n_features=d, sigma=5.0, feature_map="cos-phase", seed=0), X),
         "router-default (EvidenceThompson, 200 features)": lambda: PolicyPeer(EvidenceThompson(n_arms=G, n_features=d, seed=0), X),

@@ -287,28 +287,37 @@ def test_router_budget_and_warm_start_are_checked(tmp_path, extra, policy, messa
 
 
 def test_router_default_group_replays_each_router_under_a_budget(tmp_path):
-    """The reproduce pak-ucb runner: router-default and ParetoBandit's package under one budget, on 80 real prompts."""
+    """The reproduce pak-ucb group through the engine: router-default and ParetoBandit's package under one budget, on 80 real prompts."""
     pytest.importorskip("pareto_bandit")
     pytest.importorskip("sentence_transformers")
     from genbandit.experiments.config import load_config
-    from genbandit.experiments.routing import router_unit
     from genbandit.experiments.runner import plan_units
+    from genbandit.experiments.units import run_unit
 
     config = load_config({
-        "name": "router-default-test", "title": "t", "horizon": 80, "n_runs": 2, "seed": 0, "metrics": ["mean_reward"],
-        "scenarios": [{"name": "real", "environment": "paretobandit-replay", "runner": "genbandit.experiments.routing:router_unit",
-                       "params": {"limit": 80, "cache_dir": str(tmp_path)}, "policies": ["router-default", "ParetoBandit", "best-single"],
+        "name": "router-default-test", "title": "t", "horizon": 80, "n_runs": 2, "seed": 0,
+        "metrics": ["mean_reward", "mean_cost", "otb", "opr", "us_per_decision", "spend_over_budget"],
+        "scenarios": [{"name": "real", "environment": "paretobandit-replay", "params": {"limit": 80, "cache_dir": str(tmp_path), "reveal_cost": True},
+                       "policies": ["router-default", "ParetoBandit", "best-single"],
                        "policy_params": {"router-default": {"budget": 0.006}, "ParetoBandit": {"budget": 0.006}}}],
         "policies": [{"label": "router-default", "policy": "evidence-thompson"}, {"label": "ParetoBandit", "policy": "paretobandit"},
                      {"label": "best-single"}],
     })
-    results = {u.policy.label: router_unit(u) for u in plan_units(config)}
+    results = {u.policy.label: run_unit(u) for u in plan_units(config)}
     assert set(results) == {"router-default", "ParetoBandit", "best-single"}
     for label in ("router-default", "ParetoBandit"):
+        assert results[label].error is None, results[label].error
         m = results[label].metrics
         assert len(m["mean_reward"]) == 2 and all(0.0 < v <= 1.0 for v in m["mean_reward"])
         assert all(0.0 < v < 5.0 for v in m["spend_over_budget"])
+        assert m["us_per_decision"][0] > 0
     assert results["best-single"].metrics["otb"] == [0.0, 0.0]
+    assert "spend_over_budget" not in results["best-single"].metrics  # no budget, no ratio to it
+    # ParetoBandit's router and the best single model replay the stream exactly as the former replay loop did
+    pareto, single = results["ParetoBandit"].metrics, results["best-single"].metrics
+    assert pareto["mean_reward"] == pytest.approx([0.847375, 0.8565], rel=1e-12) and pareto["opr"] == [0.5, 0.4875]
+    assert pareto["spend_over_budget"] == pytest.approx([0.8500208333333336, 0.8939430208333338], rel=1e-12)
+    assert single["mean_reward"] == pytest.approx([0.9278125, 0.9278125], rel=1e-12) and single["opr"] == [0.6375, 0.6375]
 
 
 def test_evidence_thompson_probabilities_are_the_law_of_its_select_and_leave_it_unchanged():

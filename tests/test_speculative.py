@@ -264,7 +264,7 @@ def test_table1_calibration_is_a_valid_mixture():
 def test_drifting_arms_switch_regimes_inside_a_response():
     env = DriftingArms(response_length=512, seed=0).reset(n_runs=1)
     regimes = []
-    while not env.finished[0]:
+    while not env.done()[0]:
         regimes.append(int(env._regime()[0]))
         env.step(np.array([3]))
     assert 0 < np.mean(regimes) < 1
@@ -349,29 +349,137 @@ def test_e1_decomposition_estimates_the_regret():
     assert math.isclose(out.tokens.sum(), 60 * 2048)
 
 
-def test_fixed_arms_from_the_draws_equal_the_loop():
-    from genbandit.experiments.banditspec_units import _fixed_from_draws
+@pytest.mark.parametrize("env", [Table1Replica("debug-bench", "qwen2", seed=4), ObliviousReplay(response_length=200, seed=2), DriftingArms(response_length=128, seed=1),
+                                 ServingThroughput(batch_size=3, stop_tokens=40, seed=5)], ids=lambda env: type(env).__name__)
+def test_fixed_arm_outcomes_equal_the_engine_playing_each_fixed_arm(env):
+    """Computed from the draws (stacked, oblivious) or replayed by the environment (drifting, serving): what the engine gives."""
+    for arm in range(env.n_arms):
+        loop = run_banditspec(env, FixedArm(n_arms=env.n_arms, arm=arm), n_runs=30, seed=(7, 0))
+        fixed = env.reset(30, seed=7).fixed_arm_outcomes()
+        assert fixed["stopping_time"][:, arm].tolist() == loop.stopping_time.tolist()
+        np.testing.assert_allclose(fixed["seconds"][:, arm], loop.seconds, rtol=1e-12)
+        assert fixed["tokens"][:, arm].tolist() == loop.tokens.tolist()
 
-    for env in (Table1Replica("alpaca", "qwen2", seed=3), ObliviousReplay(response_length=200, seed=2)):
-        for arm in range(4):
-            loop = run_banditspec(env, FixedArm(n_arms=4, arm=arm), n_runs=30, seed=(7, 0))
-            env.reset(30, seed=7)
-            direct = _fixed_from_draws(env, arm, env.fixed_stopping_times()[:, arm])
-            np.testing.assert_array_equal(loop.stopping_time, direct.stopping_time)
-            np.testing.assert_allclose(loop.seconds, direct.seconds)
-            np.testing.assert_allclose(loop.regret, direct.regret)
+
+@pytest.mark.parametrize("env", [TGDArms(means=INSTANCE_A, max_length=6, response_length=300, seed=0), DriftingArms(response_length=128, seed=1),
+                                 ServingThroughput(batch_size=3, stop_tokens=40, seed=5)], ids=lambda env: type(env).__name__)
+def test_the_per_prompt_oracle_plays_each_prompts_fastest_fixed_arm_on_the_same_draws(env):
+    from genbandit.policies.classic import PerRunArm
+
+    arms = env.reset(25, seed=3).fastest_fixed_arms()
+    fixed = env.fixed_arm_outcomes()
+    out = run_banditspec(env, PerRunArm(n_arms=env.n_arms, arms=arms), n_runs=25, seed=(3, 0))
+    rows = np.arange(25)
+    assert out.stopping_time.tolist() == fixed["stopping_time"][rows, arms].tolist()
+    np.testing.assert_allclose(out.tokens / out.seconds, (fixed["tokens"] / fixed["seconds"])[rows, arms], rtol=1e-12)
+    throughput = fixed["tokens"] / fixed["seconds"]
+    if isinstance(env, ServingThroughput):
+        assert (throughput[rows, arms] >= throughput.max(axis=1) - 1e-9).all()  # no fixed gamma is faster on these draws
+    else:
+        assert (fixed["seconds"][rows, arms] <= fixed["seconds"].min(axis=1) + 1e-12).all()
 
 
-def test_fixed_arm_results_from_draws_equal_the_loop():
-    from genbandit.experiments.banditspec_units import _fixed_from_draws
+#: The metrics of the former BanditSpec unit runners on a seeded case, (runs or groups, sum over them).
+_BEFORE = {
+    "tgd/UCBSpec/stopping_time": (8, 716.0), "tgd/UCBSpec/final_regret": (8, 202.0), "tgd/UCBSpec/regret_decomposition": (8, 181.98730964467018),
+    "tgd/UCBSpec/mat": (8, 23.06163753484995), "tgd/UCBSpec/tokens_per_second": (8, 23061.63753484993),
+    "tgd/oracle/stopping_time": (8, 514.0), "tgd/oracle/final_regret": (8, 0.0), "tgd/oracle/regret_decomposition": (8, 0.0),
+    "tgd/oracle/mat": (8, 31.999232645911963), "tgd/oracle/tokens_per_second": (8, 31999.232645911958),
+    "tgd/fixed:1/stopping_time": (8, 1572.0), "tgd/fixed:1/final_regret": (8, 1058.0), "tgd/fixed:1/regret_decomposition": (8, 1057.3096446700506),
+    "tgd/fixed:1/mat": (8, 10.427186556399784), "tgd/fixed:1/tokens_per_second": (8, 10427.186556399784),
+    "replica/UCBSpec/stopping_time": (8, 889.0), "replica/UCBSpec/final_regret": (8, 283.0), "replica/UCBSpec/regret_decomposition": (8, 284.4850968048874),
+    "replica/UCBSpec/mat": (2, 5.283082483681286), "replica/UCBSpec/tokens_per_second": (2, 182.40754684314214),
+    "replica/oracle/stopping_time": (8, 606.0), "replica/oracle/final_regret": (8, 0.0), "replica/oracle/regret_decomposition": (8, 0.0),
+    "replica/oracle/mat": (2, 7.797508445945946), "replica/oracle/tokens_per_second": (2, 232.97395877059725),
+    "replica/fixed:REST/stopping_time": (8, 1578.0), "replica/fixed:REST/final_regret": (8, 972.0), "replica/fixed:REST/regret_decomposition": (8, 961.2250554016618),
+    "replica/fixed:REST/mat": (2, 2.9548130076905403), "replica/fixed:REST/tokens_per_second": (2, 118.61463645157741),
+    "oblivious/EXP3Spec/stopping_time": (6, 347.0), "oblivious/EXP3Spec/final_regret": (6, 141.0), "oblivious/EXP3Spec/regret_decomposition": (6, 140.707757498568),
+    "oblivious/EXP3Spec/mat": (6, 13.427694618144985), "oblivious/EXP3Spec/tokens_per_second": (6, 13427.694618144975),
+    "oblivious/oracle/stopping_time": (6, 206.0), "oblivious/oracle/final_regret": (6, 0.0), "oblivious/oracle/regret_decomposition": (6, 0.0),
+    "oblivious/oracle/mat": (6, 22.941262658909718), "oblivious/oracle/tokens_per_second": (6, 22941.262658909716),
+    "oblivious/fixed:1/stopping_time": (6, 610.0), "oblivious/fixed:1/final_regret": (6, 404.0), "oblivious/fixed:1/regret_decomposition": (6, 410.27674944626597),
+    "oblivious/fixed:1/mat": (6, 7.57787143558959), "oblivious/fixed:1/tokens_per_second": (6, 7577.871435589589),
+    "serving/UCBSpec/improvement": (4, 4.8291315206483265), "serving/EXP3Spec/improvement": (4, 4.9905294389168),
+    "serving/oracle/improvement": (4, 5.326934569872564), "serving/fixed:1/improvement": (4, 5.060843763001494),
+}
 
-    env = Table1Replica("debug-bench", "qwen2", seed=4)
-    for arm in range(4):
-        loop = run_banditspec(env, FixedArm(n_arms=4, arm=arm), n_runs=30, seed=(7, 0))
-        env.reset(30, seed=7)
-        draws = _fixed_from_draws(env, arm, env.fixed_stopping_times()[:, arm])
-        assert draws.stopping_time.tolist() == loop.stopping_time.tolist()
-        assert draws.rounds.tolist() == loop.rounds.tolist()
-        np.testing.assert_allclose(draws.regret_curve, loop.regret_curve, rtol=1e-12, atol=1e-9)
-        np.testing.assert_allclose(draws.seconds, loop.seconds, rtol=1e-12)
-        assert draws.tokens.tolist() == loop.tokens.tolist() and draws.counts.tolist() == loop.counts.tolist()
+_SEEDED_CASE = """
+name = "t"
+horizon = 1
+seed = 3
+metrics = ["stopping_time", "final_regret", "regret_decomposition", "mat", "tokens_per_second"]
+
+[[scenarios]]
+name = "tgd"
+environment = "tgd-arms"
+params = { means = [1.46, 1.29, 1.83, 3.94], max_length = 6, response_length = 256 }
+n_runs = 8
+policies = ["UCBSpec", "oracle", "fixed:1"]
+
+[[scenarios]]
+name = "replica"
+environment = "table1-replica"
+params = { benchmark = "alpaca", model = "qwen2", group_size = 4 }
+n_runs = 8
+policies = ["UCBSpec", "oracle", "fixed:REST"]
+
+[[scenarios]]
+name = "oblivious"
+environment = "oblivious-replay"
+params = { response_length = 128, regret_against = "per-run-min" }
+n_runs = 6
+policies = ["EXP3Spec", "oracle", "fixed:1"]
+
+[[scenarios]]
+name = "serving"
+environment = "serving-throughput"
+params = { stop_tokens = 32 }
+blocks = { batch_size = [2, 4] }
+n_runs = 2
+metrics = ["improvement"]
+policies = ["UCBSpec", "EXP3Spec", "oracle", "fixed:1"]
+policy_variants = { UCBSpec = "ServingUCBSpec", EXP3Spec = "ServingEXP3Spec" }
+
+[[policies]]
+label = "UCBSpec"
+policy = "UCBSpec"
+params = { delta = 0.5 }
+
+[[policies]]
+label = "EXP3Spec"
+policy = "EXP3Spec"
+
+[[policies]]
+label = "oracle"
+policy = "per-run-arm"
+params = { arms = "fastest_fixed_arms" }
+
+[[policies]]
+label = "fixed:1"
+policy = "fixed-arm"
+params = { arm = 1 }
+
+[[policies]]
+label = "fixed:REST"
+policy = "fixed-arm"
+params = { arm = "REST" }
+"""
+
+
+def test_the_generic_unit_gives_the_former_runners_numbers(tmp_path):
+    """Fixed arms (by index or name), the per-prompt oracle, the regret references, grouped MAT and tokens/s and E5's
+    blocks of batch sizes, through ``run_unit`` and the registered metrics: the numbers of the runners they replace."""
+    from genbandit.experiments.config import load_config
+    from genbandit.experiments.runner import plan_units
+    from genbandit.experiments.units import run_unit
+
+    path = tmp_path / "t.toml"
+    path.write_text(_SEEDED_CASE)
+    got = {}
+    for unit in plan_units(load_config(path)):
+        result = run_unit(unit)
+        assert result.error is None, result.error
+        got.update({f"{result.scenario}/{result.policy}/{k}": v for k, v in result.metrics.items()})
+    assert set(got) == set(_BEFORE)
+    for key, (n, total) in _BEFORE.items():
+        assert len(got[key]) == n and sum(got[key]) == pytest.approx(total, rel=1e-12, abs=1e-12), key

@@ -414,7 +414,9 @@ class ParetoBanditReplay(_LoggedTable):
     of three LLMs (Llama-3.1-8B, Mistral-Large, Gemini-2.5-Pro). Prompts are embedded with
     all-MiniLM-L6-v2 (cached on disk after the first run). A round reveals only the chosen model's
     utility ``reward - price x cost``. ``order="shuffle"`` (default) replays each prompt once per
-    run in a random order, so the horizon is at most the number of prompts.
+    run in a random order, so the horizon is at most the number of prompts. With
+    ``reveal_cost=True`` a round also reveals the chosen model's logged dollar cost: the feedback
+    is ``{"reward": utility, "cost": cost}``, what a policy with a budget learns from.
 
     >>> from genbandit.envs.prompts import ParetoBanditReplay
     >>> env = ParetoBanditReplay(price=5.0)
@@ -423,17 +425,28 @@ class ParetoBanditReplay(_LoggedTable):
     """
 
     name = "paretobandit-replay"
-    _parameter_constraints = {"split": [Options(("all", "val", "test"))]}
+    _parameter_constraints = {"split": [Options(("all", "val", "test"))], "reveal_cost": [bool]}
 
     def __init__(self, price: float = 0.0, split: str = "all", order: str = "shuffle", limit: int | None = None,
-                 embedding_model: str = "all-MiniLM-L6-v2", cache_dir: str | None = None, seed=None) -> None:
+                 embedding_model: str = "all-MiniLM-L6-v2", cache_dir: str | None = None, reveal_cost: bool = False, seed=None) -> None:
         self.price = price
         self.split = split
         self.order = order
         self.limit = limit
         self.embedding_model = embedding_model
         self.cache_dir = cache_dir
+        self.reveal_cost = reveal_cost
         self.seed = seed
+
+    def policy_arguments(self) -> dict:
+        """As for every prompt replay, plus ``arm_names``: the models' ids, in arm order."""
+        return {**super().policy_arguments(), "arm_names": tuple(self.models)}
+
+    def _step(self, actions: np.ndarray) -> Step:
+        step = super()._step(actions)
+        if self.reveal_cost:
+            step.feedback = {"reward": step.feedback, "cost": step.info["cost"]}
+        return step
 
     def _load(self):
         texts, rewards, costs, models, _ = load_paretobandit(self.split)

@@ -24,13 +24,15 @@ returns the stopping times (the BanditSpec loop, Algorithm 3). The truncated-geo
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 
 from ..core.base import Environment, Policy, Step
-from ..core.registry import register_environment
+from ..core.metrics import reported_total
+from ..core.registry import register_environment, register_metric
 from ..core.rng import spawn_seeds
 from ..core.simulator import checkpoint_grid, simulate
 from ..core.validation import ArrayOf, Interval, InvalidParameterError, Options
@@ -57,11 +59,29 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- base classes
-class _SpeculativeEnv(Environment):
-    """One prompt per run; subclasses draw ``Y`` and give the per-run arm means and costs."""
+_REGRET_REFERENCES = ("best-arm", "per-run-min", "best-fixed")
 
-    #: Names of the arms, in order (used for ``fixed:<arm>`` labels).
+class _SpeculativeEnv(Environment):
+    """One prompt per run; subclasses draw ``Y`` and give the per-run arm means and costs.
+
+    A run ends when its response is complete: :meth:`done` is the stop condition the engine plays
+    to, within :attr:`max_rounds`. Every fixed arm's outcome on the draws of the current reset
+    (:meth:`fixed_arm_outcomes`) gives the per-prompt oracle (:meth:`fastest_fixed_arms`) and the
+    reference of the stopping-time regret (:meth:`reference_stopping_times`).
+    """
+
+    #: Names of the arms, in order (a fixed arm may be named by them).
     arm_names: tuple[str, ...] = ()
+    #: Which fixed arm the stopping-time regret is measured against (see :meth:`reference_stopping_times`).
+    regret_against: str | None = None
+    #: MAT and tokens/s are ratios of totals over groups of this many prompts (a data set pass).
+    group_size: int = 1
+
+    def reset(self, n_runs: int = 1, **kwargs):
+        super().reset(n_runs, **kwargs)
+        self._fixed = None
+        self._start = copy.deepcopy({k: v for k, v in vars(self).items() if k != "_start"})  # the state play starts from
+        return self
 
     def _init_state(self, n_runs: int) -> None:
         self._emitted = np.zeros(n_runs, dtype=np.int64)
@@ -72,14 +92,21 @@ class _SpeculativeEnv(Environment):
     def _draw_lengths(self, n_runs: int) -> np.ndarray:
         return np.full(n_runs, int(self.response_length), dtype=np.int64)
 
-    @property
-    def finished(self) -> np.ndarray:
-        """``(n_runs,)`` whether each response is complete."""
+    def done(self) -> np.ndarray:
+        """``(n_runs,)`` whether each response is complete (the stop condition of the loop)."""
         return self._finished.copy()
 
+    @property
+    def max_rounds(self) -> int:
+        """Rounds within which every response is complete (a round emits at least one token)."""
+        return int(self._response.max())
+
     def policy_arguments(self) -> dict:
-        """Constructor arguments a policy may take from this environment: the drafts' ``max_length`` L, where it has one."""
-        return {"max_length": getattr(self, "max_length", None)}
+        """Constructor arguments a policy may take from this environment: the drafts' ``max_length`` L (where it
+        has one), the ``arm_names`` and, per run, the ``fastest_fixed_arms`` (the per-prompt oracle's arms; a
+        function, computed only for a policy that takes them)."""
+        return {"max_length": getattr(self, "max_length", None), "arm_names": tuple(self.arm_names) or None,
+                "fastest_fixed_arms": self.fastest_fixed_arms}
 
     def response_lengths(self) -> np.ndarray:
         """``(n_runs,)`` tokens each response has (known in advance by the simulator only)."""
@@ -94,6 +121,55 @@ class _SpeculativeEnv(Environment):
         """``(n_runs,)`` the arm of smallest expected stopping time per prompt, when known."""
         means = self.mean_rewards()
         return None if means is None else means.argmax(axis=1)
+
+    def fixed_arm_outcomes(self) -> dict[str, np.ndarray]:
+        """What every fixed arm gives on the draws of the current reset: ``stopping_time``, ``tokens`` and
+        ``seconds`` (simulated), each ``(n_runs, n_arms)``.
+
+        The environment replays its own draws from the state play started from, once per arm (no
+        policy plays: the arm is constant); environments whose draws do not depend on the order of
+        play compute it directly from them.
+        """
+        if self._fixed is None:
+            shape = (self.n_runs, self.n_arms)
+            out = {"stopping_time": np.zeros(shape, dtype=np.int64), "tokens": np.zeros(shape), "seconds": np.zeros(shape)}
+            for arm in range(self.n_arms):
+                replay = copy.copy(self)
+                replay.__dict__.update(copy.deepcopy(self._start))
+                actions = np.full(self.n_runs, arm, dtype=np.int64)
+                while not replay._finished.all():
+                    active = ~replay._finished
+                    info = replay._advance(actions).info
+                    out["stopping_time"][:, arm] += active
+                    out["tokens"][:, arm] += info["tokens"]
+                    out["seconds"][:, arm] += info["seconds"]
+            self._fixed = out
+        return self._fixed
+
+    def fastest_fixed_arms(self) -> np.ndarray:
+        """``(n_runs,)`` per prompt, the fixed arm with the least simulated time (the fewest rounds on ties):
+        the per-prompt oracle, the best fixed arm in hindsight (BanditSpec eq. 12)."""
+        fixed = self.fixed_arm_outcomes()
+        return np.argmin(fixed["seconds"] + 1e-9 * fixed["stopping_time"], axis=1)
+
+    def reference_stopping_times(self) -> np.ndarray:
+        """``(n_runs,)`` the stopping time the regret ``ST(policy) - ST(reference)`` is measured against, on the same draws.
+
+        ``regret_against``: ``"best-arm"`` (the arm of largest mean per prompt, BanditSpec eq. 1; the
+        default where the means are known), ``"per-run-min"`` (the best fixed arm in hindsight per
+        prompt, eq. 12) or ``"best-fixed"`` (the fixed arm with the least mean stopping time over the
+        prompts; the default under drift).
+        """
+        st = self.fixed_arm_outcomes()["stopping_time"]
+        best = self.best_arms()
+        against = self.regret_against or ("best-arm" if best is not None else "best-fixed")
+        if against == "best-arm":
+            if best is None:
+                raise InvalidParameterError(f"{type(self).__name__} does not know each prompt's best arm; use regret_against='best-fixed'.")
+            return st[np.arange(self.n_runs), best]
+        if against == "per-run-min":
+            return st.min(axis=1)
+        return st[:, int(st.mean(axis=0).argmin())]
 
     def _draw_y(self, actions: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -167,6 +243,17 @@ class _PullStacks:
         return out
 
 
+def _outcomes_from_stopping_times(env: _SpeculativeEnv) -> dict[str, np.ndarray]:
+    """:meth:`_SpeculativeEnv.fixed_arm_outcomes` from an environment's ``fixed_stopping_times()``: every fixed arm
+    emits the whole response, a round of arm ``i`` takes its ``round_seconds``."""
+    if env._fixed is None:
+        st = env.fixed_stopping_times()
+        seconds = np.stack([st[:, arm] * env.round_seconds(np.full(env.n_runs, arm)) for arm in range(env.n_arms)], axis=1)
+        tokens = np.broadcast_to(env.response_lengths().astype(float)[:, None], st.shape)
+        env._fixed = {"stopping_time": st, "tokens": tokens, "seconds": seconds}
+    return env._fixed
+
+
 class _StackedEnv(_SpeculativeEnv):
     """Draws from :class:`_PullStacks`; subclasses give ``_draw_arm(rng, arm, n_columns)``."""
 
@@ -192,6 +279,9 @@ class _StackedEnv(_SpeculativeEnv):
             stack = self._stacks.ensure(arm, need)[:, :need].astype(np.int64)
             out[:, arm] = (np.cumsum(stack, axis=1) < self._response[:, None]).sum(axis=1) + 1
         return out
+
+    def fixed_arm_outcomes(self) -> dict[str, np.ndarray]:
+        return _outcomes_from_stopping_times(self)
 
     # state_dict of environments is not part of the contract; the stacks rebuild from the seed.
 
@@ -289,14 +379,17 @@ class Table1Replica(_StackedEnv):
         "response_median": [Interval(Real, 1, None, "left")],
         "response_sigma": [Interval(Real, 0, None, "left")],
         "max_response": [Interval(Integral, 1, None, "left")],
+        "group_size": [Interval(Integral, 1, None, "left")],
     }
 
-    def __init__(self, benchmark: str = "spec-bench", model: str = "llama3", response_median: float = 250.0, response_sigma: float = 0.6, max_response: int = 2048, seed=None) -> None:
+    def __init__(self, benchmark: str = "spec-bench", model: str = "llama3", response_median: float = 250.0, response_sigma: float = 0.6, max_response: int = 2048,
+                 group_size: int = 1, seed=None) -> None:
         self.benchmark = benchmark
         self.model = model
         self.response_median = response_median
         self.response_sigma = response_sigma
         self.max_response = max_response
+        self.group_size = group_size
         self.seed = seed
 
     n_arms = len(TABLE1_ARMS)
@@ -413,8 +506,13 @@ class Table1Serving(Environment):
         self._rates = means / self._cost  # tokens per second of each arm, per prompt type
 
     def done(self) -> np.ndarray:
-        """``(n_runs,)`` whether each server has completed its ``n_responses`` responses."""
+        """``(n_runs,)`` whether each server has completed its ``n_responses`` responses (the stop condition of the loop)."""
         return self._served >= self.n_responses
+
+    @property
+    def max_rounds(self) -> int:
+        """Rounds within which every server has answered (a round emits at least one token)."""
+        return self.n_responses * self.max_response
 
     def _step(self, actions: np.ndarray) -> Step:
         rows = np.arange(actions.shape[0])
@@ -470,15 +568,18 @@ class DriftingArms(_ArmLengths, _SpeculativeEnv):
         "segment_mean": [Interval(Real, 1, None, "left")],
         "response_length": [Interval(Integral, 1, None, "left")],
         "cost_ms": [None, ArrayOf(Interval(Real, 0, None, "neither"))],
+        "regret_against": [None, Options(_REGRET_REFERENCES)],
     }
 
-    def __init__(self, copy_means=(6.0, 1.3, 6.5, 3.9), free_means=(1.3, 1.3, 1.5, 4.4), lengths=(10, 10, 10, 6), segment_mean: float = 64.0, response_length: int = 512, cost_ms=(33.2, 31.7, 33.2, 40.1), seed=None) -> None:
+    def __init__(self, copy_means=(6.0, 1.3, 6.5, 3.9), free_means=(1.3, 1.3, 1.5, 4.4), lengths=(10, 10, 10, 6), segment_mean: float = 64.0, response_length: int = 512, cost_ms=(33.2, 31.7, 33.2, 40.1),
+                 regret_against: str | None = None, seed=None) -> None:
         self.copy_means = copy_means
         self.free_means = free_means
         self.lengths = lengths
         self.segment_mean = segment_mean
         self.response_length = response_length
         self.cost_ms = cost_ms
+        self.regret_against = regret_against
         self.seed = seed
 
     def _check_params(self) -> None:
@@ -510,8 +611,12 @@ class DriftingArms(_ArmLengths, _SpeculativeEnv):
         return None  # the best fixed arm is not known in advance under drift
 
     def _draw_y(self, actions):
-        p = self._p[self._regime(), actions]
-        return draw_tgd(self._rng, p, np.asarray(self.lengths)[actions])
+        # one uniform per run and round, whatever the arms: a run's draws do not depend on what the other runs play
+        p = np.minimum(self._p[self._regime(), actions], 1.0 - 1e-12)
+        u = 1.0 - self._rng.random(actions.shape[0])  # in (0, 1]
+        with np.errstate(divide="ignore"):
+            accepted = np.floor(np.log(u) / np.log(p))  # P(accepted >= k) = p^k; p = 0 accepts nothing
+        return 1 + np.minimum(accepted, np.asarray(self.lengths)[actions]).astype(np.int64)
 
     @classmethod
     def _check_examples(cls):
@@ -538,12 +643,14 @@ class ObliviousReplay(_SpeculativeEnv):
         "accept": [ArrayOf(Interval(Real, 0, 1, "left"))],
         "max_length": [Interval(Integral, 1, None, "left")],
         "response_length": [Interval(Integral, 1, None, "left")],
+        "regret_against": [None, Options(_REGRET_REFERENCES)],
     }
 
-    def __init__(self, accept=(0.3153, 0.2248, 0.4558, 0.7989), max_length: int = 6, response_length: int = 1024, seed=None) -> None:
+    def __init__(self, accept=(0.3153, 0.2248, 0.4558, 0.7989), max_length: int = 6, response_length: int = 1024, regret_against: str | None = None, seed=None) -> None:
         self.accept = accept
         self.max_length = max_length
         self.response_length = response_length
+        self.regret_against = regret_against
         self.seed = seed
 
     @property
@@ -567,6 +674,9 @@ class ObliviousReplay(_SpeculativeEnv):
         """``(n_runs, n_arms)`` the deterministic stopping time of every fixed arm on its table."""
         cum = np.cumsum(self._table.astype(np.int64), axis=2)
         return (cum < self._response[:, None, None]).sum(axis=2) + 1
+
+    def fixed_arm_outcomes(self) -> dict[str, np.ndarray]:
+        return _outcomes_from_stopping_times(self)
 
     @classmethod
     def _check_examples(cls):
@@ -760,9 +870,11 @@ class ServingThroughput(_ArmLengths, _SpeculativeEnv):
         "draft_ms_per_row": [Interval(Real, 0, None, "left")],
         "noise": [Interval(Real, 0, None, "left")],
         "stop_tokens": [Interval(Integral, 1, None, "left")],
+        "oracle_lengths": [None, ArrayOf(Interval(Integral, 0, None, "left"))],
     }
 
-    def __init__(self, batch_size: int = 1, lengths=(0, 1, 2, 3, 4), accept_a: float = 3.0, accept_b: float = 2.0, verify_ms: float = 28.0, verify_ms_per_token: float = 0.25, draft_ms: float = 7.0, draft_ms_per_row: float = 0.05, noise: float = 0.03, stop_tokens: int = 256, seed=None) -> None:
+    def __init__(self, batch_size: int = 1, lengths=(0, 1, 2, 3, 4), accept_a: float = 3.0, accept_b: float = 2.0, verify_ms: float = 28.0, verify_ms_per_token: float = 0.25, draft_ms: float = 7.0, draft_ms_per_row: float = 0.05, noise: float = 0.03, stop_tokens: int = 256,
+                 oracle_lengths=None, seed=None) -> None:
         self.batch_size = batch_size
         self.lengths = lengths
         self.accept_a = accept_a
@@ -773,6 +885,7 @@ class ServingThroughput(_ArmLengths, _SpeculativeEnv):
         self.draft_ms_per_row = draft_ms_per_row
         self.noise = noise
         self.stop_tokens = stop_tokens
+        self.oracle_lengths = oracle_lengths
         self.seed = seed
 
     def round_ms(self, gamma) -> float:
@@ -787,6 +900,27 @@ class ServingThroughput(_ArmLengths, _SpeculativeEnv):
     def plain_throughput(self) -> float:
         """Expected tokens/s of plain decoding (gamma = 0): the normalisation of Figure 3."""
         return self.batch_size * 1000.0 / self.round_ms(0) * float(np.exp(self.noise**2 / 2))
+
+    def _check_params(self) -> None:
+        if self.oracle_lengths is not None and not set(self.oracle_lengths) <= set(self.lengths):
+            raise InvalidParameterError(f"The oracle_lengths of ServingThroughput must be among its lengths {list(self.lengths)}. Got {list(self.oracle_lengths)} instead.")
+
+    @property
+    def max_rounds(self) -> int:
+        """A batch ends within ``stop_tokens`` rounds (every row emits at least one token a round)."""
+        return int(self.stop_tokens)
+
+    def policy_arguments(self) -> dict:
+        """As for every speculative environment, plus ``max_reward``: the a-priori bound :meth:`max_throughput`."""
+        return {**super().policy_arguments(), "max_reward": self.max_throughput()}
+
+    def fastest_fixed_arms(self) -> np.ndarray:
+        """``(n_runs,)`` per batch, the fixed ``gamma`` among ``oracle_lengths`` (all lengths by default) of the
+        largest throughput on this batch's draws (Figure 3's oracle best)."""
+        fixed = self.fixed_arm_outcomes()
+        arms = np.arange(self.n_arms) if self.oracle_lengths is None else np.array([list(self.lengths).index(g) for g in self.oracle_lengths])
+        throughput = fixed["tokens"][:, arms] / np.maximum(fixed["seconds"][:, arms], 1e-12)
+        return arms[throughput.argmax(axis=1)]
 
     def _init_state(self, n_runs):
         super()._init_state(n_runs)
@@ -890,7 +1024,7 @@ def run_banditspec(env: _SpeculativeEnv, policy: Policy, *, n_runs: int, seed=No
     >>> out.stopping_time.tolist() == env.fixed_stopping_times()[:, 1].tolist()
     True
     """
-    result = simulate(env, policy, max_rounds, n_runs=n_runs, seed=seed, stop=lambda: env.finished, backend="python")
+    result = simulate(env, policy, max_rounds, n_runs=n_runs, seed=seed, stop=env.done, backend="python")
     played = int(result.stopping_time.max())
     rounds = checkpoint_rounds(played, max_rounds)
     curve = np.concatenate([result.regret[:, : rounds.size - 1], result.regret[:, -1:]], axis=1)
@@ -898,3 +1032,42 @@ def run_banditspec(env: _SpeculativeEnv, policy: Policy, *, n_runs: int, seed=No
     return BanditSpecResult(
         result.stopping_time, result.totals.get("tokens", zeros), result.totals.get("seconds", zeros), result.counts, result.final_regret, rounds, curve
     )
+
+
+# ----------------------------------------------------------------------------- metrics
+def _grouped(values: np.ndarray, group: int) -> np.ndarray:
+    """Sums over consecutive groups of ``group`` runs (an incomplete last group left out)."""
+    n = values.shape[0] // group * group
+    return values[:n].reshape(-1, group).sum(axis=1)
+
+
+@register_metric("stopping_time", "rounds each run played before its response was complete (BanditSpec's stopping time)")
+def _stopping_time(result, env, policy):
+    return result.stopping_time.astype(float)
+
+
+@register_metric("regret_decomposition", "the reward-decomposition estimate of the stopping-time regret, sum of (mu* - mu_a) / mu* (BanditSpec eq. 36)")
+def _regret_decomposition(result, env, policy):
+    return result.final_regret
+
+
+@register_metric("mat", "mean accepted tokens per round: total tokens over total rounds of each group of group_size runs")
+def _mat(result, env, policy):
+    group = int(getattr(env, "group_size", 1))
+    tokens = reported_total(result, "tokens", "mat")
+    return _grouped(tokens, group) / np.maximum(_grouped(result.stopping_time.astype(float), group), 1)
+
+
+@register_metric("tokens_per_second", "simulated tokens per second: total tokens over total simulated seconds of each group of group_size runs")
+def _tokens_per_second(result, env, policy):
+    group = int(getattr(env, "group_size", 1))
+    tokens, seconds = reported_total(result, "tokens", "tokens_per_second"), reported_total(result, "seconds", "tokens_per_second")
+    return _grouped(tokens, group) / np.maximum(_grouped(seconds, group), 1e-12)
+
+
+@register_metric("improvement", "tokens per second over plain decoding's expected tokens per second (BanditSpec Figure 3)")
+def _improvement(result, env, policy):
+    if not hasattr(env, "plain_throughput"):
+        raise InvalidParameterError("improvement needs a serving environment with plain_throughput() (serving-throughput).")
+    tokens, seconds = reported_total(result, "tokens", "improvement"), reported_total(result, "seconds", "improvement")
+    return tokens / np.maximum(seconds, 1e-12) / env.plain_throughput()

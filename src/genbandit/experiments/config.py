@@ -18,6 +18,8 @@ A config, in full (every key but ``name``, ``scenarios`` and ``policies`` is opt
     params = { means = [0.5, 0.4] }
     # optional: horizon, n_runs, horizons = [..] (a sweep; units are named "NAME:T=..."),
     # policies = ["UCB1"] (a subset), policy_params = { UCB1 = { alpha = 1.0 } },
+    # policy_variants = { UCBSpec = "ServingUCBSpec" } (the registered policy a label plays here instead),
+    # blocks = { batch_size = [1, 5, 10] } (one block of n_runs runs per value of an environment parameter),
     # runner = "module:function" (a custom unit), loglog = true, metrics = [..], quick = { ... }
 
     [[policies]]
@@ -62,7 +64,8 @@ __all__ = ["ExperimentConfig", "ScenarioSpec", "PolicySpec", "PaperValue", "load
 CONFIG_DIR = Path(__file__).parent / "configs"
 
 _TOP_KEYS = {"name", "title", "description", "horizon", "n_runs", "seed", "metrics", "hooks", "quick", "scenarios", "policies", "paper", "n_checkpoints"}
-_SCENARIO_KEYS = {"name", "environment", "params", "horizon", "horizons", "n_runs", "policies", "policy_params", "runner", "loglog", "quick", "description", "metrics"}
+_SCENARIO_KEYS = {"name", "environment", "params", "horizon", "horizons", "n_runs", "policies", "policy_params", "policy_variants", "blocks", "runner", "loglog", "quick",
+                  "description", "metrics"}
 _POLICY_KEYS = {"label", "policy", "params"}
 
 
@@ -85,6 +88,8 @@ class ScenarioSpec:
     loglog: bool = False
     description: str = ""
     metrics: tuple[str, ...] | None = None
+    #: ``{parameter: [values]}``: the unit plays one block of ``n_runs`` runs per value, each with seeds of its own.
+    blocks: dict[str, list] = field(default_factory=dict)
 
     @property
     def sweep(self) -> bool:
@@ -218,7 +223,7 @@ def check_names(config: ExperimentConfig, where: str = "config") -> None:
         if scenario.environment:
             env_cls = _named(ENVIRONMENTS, scenario.environment, f"{at}: environment")
             if runner_params is not None:
-                params = {k: v for k, v in scenario.params.items() if k not in (*runner_params, *RUN_BUDGET_KEYS)}
+                params = {k: v for k, v in {**scenario.params, **scenario.blocks}.items() if k not in (*runner_params, *RUN_BUDGET_KEYS)}
                 _check_params("environment", scenario.environment, env_cls, params, f"{at}: params")
         for spec in scenario.policies:
             if spec.policy in runner_policies:
@@ -296,12 +301,16 @@ def _parse(raw: dict, where: str, quick: bool) -> ExperimentConfig:
         missing = [p for p in chosen if p not in policies]
         if missing:
             _fail(at, f"unknown policy label(s) {', '.join(missing)}; configured: {', '.join(policies)}.")
-        overrides = spec.get("policy_params", {})
-        unknown_overrides = [p for p in overrides if p not in chosen]
-        if unknown_overrides:
-            _fail(at, f"policy_params names policies not in this scenario: {', '.join(unknown_overrides)}.")
+        overrides, variants = spec.get("policy_params", {}), spec.get("policy_variants", {})
+        for key, given in (("policy_params", overrides), ("policy_variants", variants)):
+            unknown_overrides = [p for p in given if p not in chosen]
+            if unknown_overrides:
+                _fail(at, f"{key} names policies not in this scenario: {', '.join(unknown_overrides)}.")
+        blocks = spec.get("blocks", {})
+        if not isinstance(blocks, dict) or len(blocks) > 1 or not all(isinstance(v, list) and v for v in blocks.values()):
+            _fail(at, f"blocks must name one environment parameter and a non-empty list of its values. Got {blocks!r}.")
         scenario_policies = tuple(
-            PolicySpec(label=p, policy=policies[p].policy, params={**policies[p].params, **overrides.get(p, {})}) for p in chosen
+            PolicySpec(label=p, policy=variants.get(p, policies[p].policy), params={**policies[p].params, **overrides.get(p, {})}) for p in chosen
         )
         scenarios.append(
             ScenarioSpec(
@@ -315,6 +324,7 @@ def _parse(raw: dict, where: str, quick: bool) -> ExperimentConfig:
                 loglog=bool(spec.get("loglog", False)),
                 description=spec.get("description", ""),
                 metrics=tuple(spec["metrics"]) if "metrics" in spec else None,
+                blocks=dict(blocks),
             )
         )
 

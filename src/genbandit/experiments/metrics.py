@@ -26,8 +26,12 @@ def compute_metric(name: str, result: SimulationResult, env: Environment, policy
     return METRICS.get(name)(result, env, policy)
 
 
-@register_metric("final_regret", "cumulative pseudo-regret at the horizon")
+@register_metric("final_regret", "cumulative pseudo-regret at the horizon; for runs that end themselves, stopping time minus the reference's")
 def _final_regret(result, env, policy):
+    """An environment whose runs end when a task is complete and that reports a reference stopping time
+    (``reference_stopping_times()``, BanditSpec eq. 1 and 12) measures regret in rounds against it."""
+    if hasattr(env, "reference_stopping_times"):
+        return (result.stopping_time - env.reference_stopping_times()).astype(float)
     return result.final_regret
 
 
@@ -86,3 +90,17 @@ def _best_fixed_arm_rate(result, env, policy):
     if not hasattr(env, "best_arm"):
         raise InvalidParameterError("best_fixed_arm_rate needs a rested rising environment (genbandit.envs.rising).")
     return (result.counts.argmax(axis=1) == env.best_arm).astype(float)
+
+
+@register_metric("us_per_decision", "microseconds spent in the policy's select and update per decision, the environment excluded (one value per unit)")
+def _us_per_decision(result, env, policy):
+    return 1e6 * result.policy_seconds[-1] / (result.horizon * result.n_runs)
+
+
+_us_per_decision.times_policy = True  # the unit times the policy (simulate's time_policy)
+
+
+@register_metric("spend_over_budget", "mean dollar cost per decision over the policy's budget (only for a policy with a budget)")
+def _spend_over_budget(result, env, policy):
+    budget = getattr(policy, "budget", None)
+    return None if budget is None else _total(result, "cost", "spend_over_budget") / result.horizon / budget

@@ -14,7 +14,7 @@ import re
 import time
 import traceback
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.base import Environment, Policy
-from ..core.registry import ENVIRONMENTS, POLICIES
+from ..core.registry import ENVIRONMENTS, METRICS, POLICIES
 from ..core.simulator import SimulationResult, simulate
 from ..core.validation import InvalidParameterError
 from ..policies.classic import BestSingle
@@ -217,7 +217,8 @@ def build_policy(spec: PolicySpec, env: Environment, horizon: int) -> Policy:
     ``n_arms``, ``n_features`` and ``horizon`` always; then whatever the environment's public
     ``policy_arguments()`` offers (an action set, a maximum draft length, static means...) for the
     arguments the policy's constructor takes. A string parameter that names one of those
-    arguments (``L = "L1"``) is replaced by its value.
+    arguments (``L = "L1"``) is replaced by its value. An offered value that costs a computation
+    is offered as a function, called only for a policy that takes it.
     A ``best-single`` policy without an ``arm`` gets :func:`best_single_arm`.
     """
     cls = POLICIES.get(spec.policy)
@@ -225,10 +226,11 @@ def build_policy(spec: PolicySpec, env: Environment, horizon: int) -> Policy:
     offered = {"n_arms": env.n_arms, "n_features": env.context_dim, "horizon": horizon}
     if hasattr(env, "policy_arguments"):
         offered.update(env.policy_arguments())
-    params = {k: offered[v] if isinstance(v, str) and v in offered else v for k, v in spec.params.items()}
-    for name, value in offered.items():
-        if name in accepted and name not in params and value is not None:
-            params[name] = value
+    value = lambda name: offered[name]() if callable(offered[name]) else offered[name]  # noqa: E731
+    params = {k: value(v) if isinstance(v, str) and v in offered else v for k, v in spec.params.items()}
+    for name in offered:
+        if name in accepted and name not in params and offered[name] is not None:
+            params[name] = value(name)
     if issubclass(cls, BestSingle) and "arm" not in params:
         params["arm"] = best_single_arm(env)
     return POLICIES.create(spec.policy, **params)
@@ -243,22 +245,37 @@ def _shown_params(policy: Policy) -> dict:
     return shown
 
 
-def simulate_unit(unit: Unit, progress: bool = False) -> tuple[Environment, Policy, SimulationResult]:
-    """Build the unit's environment and policy and run them through the simulator: (env, policy, result)."""
+def simulate_unit(unit: Unit, progress: bool = False, *, block: int | None = None) -> tuple[Environment, Policy, SimulationResult]:
+    """Build the unit's environment and policy and run them through the simulator: (env, policy, result).
+
+    An environment that ends its runs itself (a ``done()`` method, e.g. a response that is complete)
+    plays until every run is done, within its ``max_rounds``; the scenario's horizon then only
+    names the unit. ``block`` is the index of one block of a scenario with ``blocks``: the
+    environment gets that block's parameter value, and the block its own environment and policy
+    seeds, spawned from the unit's.
+    """
     n_runs = unit_runs(unit)
-    env = build_environment(unit.scenario, unit.horizon)
-    if hasattr(env, "policy_arguments"):  # the arguments may depend on the scenario's draws (static means)
-        env.reset(n_runs, seed=unit.seeds()[0])
+    scenario, seeds = unit.scenario, unit.seeds()
+    if block is not None:
+        (name, values), = scenario.blocks.items()
+        scenario = replace(scenario, params={**scenario.params, name: values[block]})
+        seeds = tuple(seed.spawn(len(values))[block] for seed in seeds)
+    env = build_environment(scenario, unit.horizon)
+    stop = getattr(env, "done", None)
+    if hasattr(env, "policy_arguments") or stop is not None:  # arguments and bounds that depend on the scenario's draws
+        env.reset(n_runs, seed=seeds[0])
     policy = build_policy(unit.policy, env, unit.horizon)
     result = simulate(
         env,
         policy,
-        unit.horizon,
+        unit.horizon if stop is None else env.max_rounds,
         n_runs=n_runs,
-        seed=unit.seeds(),
+        seed=seeds,
         n_checkpoints=unit.n_checkpoints,
         progress=progress,
         description=f"{unit.scenario_name} / {unit.policy.label}",
+        stop=stop,
+        time_policy=any(getattr(METRICS.get(name), "times_policy", False) for name in unit.metrics),
     )
     return env, policy, result
 
@@ -266,8 +283,10 @@ def simulate_unit(unit: Unit, progress: bool = False) -> tuple[Environment, Poli
 def unit_result(unit: Unit, env: Environment, policy: Policy, result: SimulationResult) -> UnitResult:
     """The unit's metrics and extras: the pulls (summed and per run), the mean over runs of every
     ``Step.info`` key at the checkpoints (``info_curves``), the policy's scalar hyperparameters and
-    whatever the environment's and the policy's public ``diagnostics()`` report."""
+    whatever the environment's and the policy's public ``diagnostics()`` report. A metric that does not apply
+    to the policy (``spend_over_budget`` of a policy without a budget) gives ``None`` and is left out."""
     metrics = {name: compute_metric(name, result, env, policy) for name in unit.metrics}
+    metrics = {name: value for name, value in metrics.items() if value is not None}
     extras = {
         "counts": result.counts.sum(axis=0).tolist(),
         "counts_per_run": result.counts.tolist(),
@@ -280,6 +299,24 @@ def unit_result(unit: Unit, env: Environment, policy: Policy, result: Simulation
     return UnitResult.from_simulation(unit, result, metrics, extras=extras)
 
 
+def _blocks_result(unit: Unit, progress: bool) -> UnitResult:
+    """A unit of a scenario with ``blocks``: every block through :func:`simulate_unit` and :func:`unit_result`, the
+    runs of all blocks side by side (metrics, curves and pulls per run; ``extras[parameter]`` the block value of each run)."""
+    (name, values), = unit.scenario.blocks.items()
+    parts = [unit_result(unit, *simulate_unit(unit, progress, block=i)) for i in range(len(values))]
+    if any(part.rounds.shape != parts[0].rounds.shape or np.any(part.rounds != parts[0].rounds) for part in parts):
+        raise InvalidParameterError(f"The blocks of scenario {unit.scenario.name!r} play different horizons; their runs cannot be put side by side.")
+    counts = [run for part in parts for run in part.extras["counts_per_run"]]
+    return UnitResult(
+        unit_id=unit.unit_id, scenario=unit.scenario_name, policy=unit.policy.label, horizon=unit.horizon, n_runs=len(counts),
+        rounds=parts[0].rounds, regret=np.concatenate([part.regret for part in parts]), reward=np.concatenate([part.reward for part in parts]),
+        metrics={key: [v for part in parts for v in part.metrics[key]] for key in parts[0].metrics},
+        extras={"counts": np.sum(counts, axis=0).tolist(), "counts_per_run": counts, name: [v for v, part in zip(values, parts) for _ in range(part.n_runs)],
+                "params": parts[0].extras["params"]},
+        wall_time=sum(part.wall_time for part in parts),
+    )  # fmt: skip
+
+
 def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
     """Run one unit (:func:`simulate_unit`, then :func:`unit_result`, or the scenario's own runner);
     a failure is returned as a result with ``error`` set, never raised."""
@@ -287,6 +324,8 @@ def run_unit(unit: Unit, progress: bool = False) -> UnitResult:
     try:
         if unit.scenario.runner:
             return _import(unit.scenario.runner)(unit, progress=progress)
+        if unit.scenario.blocks:
+            return _blocks_result(unit, progress)
         return unit_result(unit, *simulate_unit(unit, progress))
     except Exception:  # noqa: BLE001 - a unit's failure is data: it is reported, not raised
         return UnitResult.failure(unit, traceback.format_exc(), time.perf_counter() - start)

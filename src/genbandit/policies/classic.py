@@ -13,10 +13,10 @@ import numpy as np
 
 from ..core.base import Policy
 from ..core.registry import register_policy
-from ..core.validation import Interval, InvalidParameterError
+from ..core.validation import ArrayOf, Interval, InvalidParameterError
 from ._stats import accumulate, choose_by_index, kl_ucb_index, sample_rows
 
-__all__ = ["UCB1", "KLUCB", "ThompsonSampling", "GaussianThompsonSampling", "EXP3", "EpsilonGreedy", "RandomPolicy", "FixedArm", "Greedy", "BestSingle"]
+__all__ = ["UCB1", "KLUCB", "ThompsonSampling", "GaussianThompsonSampling", "EXP3", "EpsilonGreedy", "RandomPolicy", "FixedArm", "PerRunArm", "Greedy", "BestSingle"]
 
 
 class _EmpiricalMeans(Policy):
@@ -310,28 +310,76 @@ class RandomPolicy(Policy):
 class FixedArm(Policy):
     """A fixed configuration: always ``arm`` (the trivial policy ``ALG_i`` of BanditSpec, eq. 2).
 
+    ``arm`` is an index, or a name among ``arm_names`` (an environment that names its arms offers them).
+
     >>> from genbandit.policies.classic import FixedArm
     >>> FixedArm(n_arms=4, arm=2).select()
     2
+    >>> FixedArm(n_arms=2, arm="Eagle-2", arm_names=("PLD", "Eagle-2")).select()
+    1
     """
 
     name = "fixed-arm"
-    _parameter_constraints = {"arm": [Interval(Integral, 0, None, "left")]}
+    _parameter_constraints = {"arm": [Interval(Integral, 0, None, "left"), str], "arm_names": [None, tuple, list]}
 
-    def __init__(self, n_arms: int, arm: int = 0, seed=None) -> None:
+    def __init__(self, n_arms: int, arm: int | str = 0, arm_names=None, seed=None) -> None:
         self.n_arms = n_arms
         self.arm = arm
+        self.arm_names = arm_names
         self.seed = seed
 
+    @property
+    def arm_index(self) -> int:
+        """The index of ``arm``."""
+        if isinstance(self.arm, str):
+            return list(self.arm_names or ()).index(self.arm)
+        return int(self.arm)
+
     def _check_params(self) -> None:
-        if self.arm >= self.n_arms:
+        if isinstance(self.arm, str) and self.arm not in (self.arm_names or ()):
+            raise InvalidParameterError(f"The 'arm' parameter of {type(self).__name__} names no arm of {list(self.arm_names or ())}. Got {self.arm!r} instead.")
+        if self.arm_index >= self.n_arms:
             raise InvalidParameterError(f"The 'arm' parameter of {type(self).__name__} must be below n_arms={self.n_arms}. Got {self.arm} instead.")
 
     def _init_state(self, n_runs: int) -> None:
         """A fixed arm learns nothing: no state."""
 
     def _select(self, contexts):
-        return np.full(self._n_runs, self.arm, dtype=np.int64)
+        return np.full(self._n_runs, self.arm_index, dtype=np.int64)
+
+    def _update(self, actions, feedback, contexts):
+        """Nothing to learn."""
+
+
+@register_policy("per-run-arm")
+class PerRunArm(Policy):
+    """A fixed arm per run: always ``arms[r]`` in run ``r`` (repeated when there are more runs than arms).
+
+    With the per-prompt best fixed arms an environment knows (``fastest_fixed_arms``), it is
+    BanditSpec's oracle, the best fixed arm in hindsight per prompt (eq. 12).
+
+    >>> from genbandit.policies.classic import PerRunArm
+    >>> PerRunArm(n_arms=3, arms=[2, 0]).reset(2).select_batch().tolist()
+    [2, 0]
+    """
+
+    name = "per-run-arm"
+    _parameter_constraints = {"arms": [ArrayOf(Interval(Integral, 0, None, "left"))]}
+
+    def __init__(self, n_arms: int, arms=(0,), seed=None) -> None:
+        self.n_arms = n_arms
+        self.arms = arms
+        self.seed = seed
+
+    def _check_params(self) -> None:
+        if max(self.arms) >= self.n_arms:
+            raise InvalidParameterError(f"The 'arms' parameter of {type(self).__name__} must be arm indices below n_arms={self.n_arms}. Got {list(self.arms)} instead.")
+
+    def _init_state(self, n_runs: int) -> None:
+        self._arms = np.resize(np.asarray(self.arms, dtype=np.int64), n_runs)
+
+    def _select(self, contexts):
+        return self._arms.copy()
 
     def _update(self, actions, feedback, contexts):
         """Nothing to learn."""
