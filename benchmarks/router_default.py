@@ -34,111 +34,78 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from genbandit.envs.prompts import ParetoBanditReplay  # noqa: E402
+from genbandit import simulate  # noqa: E402
+from genbandit.envs.prompts import ArrayReplay, ParetoBanditReplay  # noqa: E402
+from genbandit.experiments.metrics import compute_metric  # noqa: E402
 from genbandit.policies.classic import ThompsonSampling  # noqa: E402
 from genbandit.policies.kernel import RFFUCB, BestSingle, LinUCB  # noqa: E402
 from genbandit.policies.paretobandit import ParetoBanditRouter  # noqa: E402
 from genbandit.policies.routing import EvidenceThompson  # noqa: E402
 
 
-class PolicyPeer:
-    """A genbandit policy as a router: ``select(i)``, ``update(i, arm, reward, cost)`` on row ``i`` of ``X``."""
-
-    def __init__(self, policy, X: np.ndarray) -> None:
-        self.policy, self.X = policy, X
-        self.budgeted = getattr(policy, "budget", None) is not None
-        if policy.n_runs == 0:  # a policy that already learned (a warm start) keeps its state
-            policy.reset(1)
-
-    def select(self, i: int) -> int:
-        return self.policy.select(self.X[i])
-
-    def update(self, i: int, arm: int, reward: float, cost: float) -> None:
-        self.policy.update(arm, {"reward": reward, "cost": cost} if self.budgeted else reward, context=self.X[i])
+def stream(env: ParetoBanditReplay) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(embeddings, rewards (N, G), dollar costs (N, G), model ids) of the ParetoBandit stream (one logged trial per prompt and model)."""
+    return env.embeddings(), env.utilities(), np.nanmean(env._data[2], axis=2), env.models
 
 
-def replay(peer: Any, order: np.ndarray, rewards: np.ndarray, costs: np.ndarray, best_arm: int) -> dict:
-    """Play ``peer`` over the rows ``order``; quality, spend, OtB, OPR, microseconds per decision (select + update) and
-    ``otb_curve``, the running mean OtB after each round ``(len(order),)``."""
-    quality = spend = 0.0
-    optimal = 0
-    spent = 0.0
-    best = rewards.max(1)
-    gains = np.empty(len(order))
-    for t, i in enumerate(order):
-        i = int(i)
-        start = time.perf_counter()
-        arm = peer.select(i)
-        spent += time.perf_counter() - start
-        r, c = float(rewards[i, arm]), float(costs[i, arm])
-        start = time.perf_counter()
-        peer.update(i, arm, r, c)
-        spent += time.perf_counter() - start
-        quality += r
-        spend += c
-        gains[t] = r - rewards[i, best_arm]
-        optimal += int(r >= best[i] - 1e-12)
-    n = len(order)
-    curve = np.cumsum(gains) / np.arange(1, n + 1)
-    return {"mean_reward": quality / n, "mean_cost": spend / n, "otb": float(curve[-1]), "opr": optimal / n, "us_per_decision": 1e6 * spent / n,
-            "otb_curve": curve}
+def play(policy, env: ArrayReplay, n_runs: int, seed: int, *, reset_policy: bool = True, time_policy: bool = False, at=()) -> dict:
+    """``policy`` over every row of ``env`` through :func:`genbandit.simulate`: per run, mean reward, mean cost, OtB, OPR,
+    OtB after each round in ``at`` (``otb_at``) and, with ``time_policy``, microseconds per decision (select + update).
+
+    Every router of a section gets the same ``seed``, so the same ``n_runs`` random orders of the rows.
+    """
+    T = env.max_horizon
+    result = simulate(env, policy, T, n_runs=n_runs, seed=(seed, seed + 1), n_checkpoints=T if at else 2,
+                      reset_policy=reset_policy, time_policy=time_policy)
+    out = {"mean_reward": result.reward[:, -1] / T, "mean_cost": compute_metric("mean_cost", result, env, policy),
+           "otb": compute_metric("otb", result, env, policy), "opr": compute_metric("opr", result, env, policy)}
+    if at:
+        k = np.searchsorted(result.rounds, at)
+        out["otb_at"] = (result.reward[:, k] - result.curves["best_single_reward"][:, k]) / result.rounds[k]
+    if time_policy:
+        out["us_per_decision"] = 1e6 * result.policy_seconds[-1] / (T * n_runs)
+    return out
 
 
-def paretobandit_table(env) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """(embeddings, rewards (N, G), dollar costs (N, G), model ids) of a ParetoBandit replay environment."""
-    _, rewards, costs, models = env._data  # (N, G, trials): the ParetoBandit log holds one trial per prompt and model
-    return env.embeddings(), np.nanmean(rewards, axis=2), np.nanmean(costs, axis=2), models
+def pareto(d: int, models: list[str], features: str = "pca", budget: float | None = None) -> ParetoBanditRouter:
+    """ParetoBandit's router (its package, cold start) as a genbandit policy."""
+    return ParetoBanditRouter(n_arms=len(models), n_features=d, arm_names=tuple(models), features=features, budget=budget, seed=0)
 
 
-def pareto_peer(X, models, seed: int, features: str = "pca", budget: float | None = None) -> PolicyPeer:
-    """ParetoBandit's router (its package, cold start) as a router of this script."""
-    return PolicyPeer(ParetoBanditRouter(n_arms=len(models), n_features=X.shape[1], arm_names=tuple(models), features=features, budget=budget, seed=seed), X)
-
-
-def _row(name: str, runs: list[dict], keys: tuple[str, ...]) -> str:
+def _row(name: str, got: dict, keys: tuple[str, ...]) -> str:
     cells = []
     for k in keys:
-        v = np.array([r[k] for r in runs])
+        v = np.asarray(got[k])
         se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
-        cells.append(f"{v.mean():.4f} ± {se:.4f}" if k not in ("us_per_decision",) else f"{v.mean():.0f}")
+        cells.append(f"{v.mean():.4f} ± {se:.4f}")
     return f"| {name} | " + " | ".join(cells) + " |"
 
 
-def quality(X, R, C, models, orders, best):
+def quality(X, R, C, models, n_orders):
     G, d = R.shape[1], X.shape[1]
+    env = ArrayReplay(X, R, C, model_names=models)
     makers = {
-        "router-default (EvidenceThompson)": lambda s: PolicyPeer(EvidenceThompson(n_arms=G, n_features=d, seed=s), X),
-        "LinUCB (shared)": lambda s: PolicyPeer(LinUCB(n_arms=G, n_features=d, seed=s), X),
-        "RFF-UCB (bandwidth 0.5, the paper's)": lambda s: PolicyPeer(RFFUCB(n_arms=G, n_features=d, sigma=0.5, seed=s), X),
-        "RFF-UCB (bandwidth 5)": lambda s: PolicyPeer(RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=s), X),
-        "Thompson sampling over the models (no context)": lambda s: _ContextFree(ThompsonSampling(n_arms=G, seed=s)),
-        "ParetoBandit (cold start, its PCA features)": lambda s: pareto_peer(X, models, s, features="pca"),
-        "ParetoBandit (cold start, our 384-d embeddings)": lambda s: pareto_peer(X, models, s, features="raw"),
-        "best single model": lambda s: PolicyPeer(BestSingle(n_arms=G, arm=best, seed=s), X),
+        "router-default (EvidenceThompson)": lambda: EvidenceThompson(n_arms=G, n_features=d, seed=0),
+        "LinUCB (shared)": lambda: LinUCB(n_arms=G, n_features=d, seed=0),
+        "RFF-UCB (bandwidth 0.5, the paper's)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=0.5, seed=0),
+        "RFF-UCB (bandwidth 5)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=0),
+        "Thompson sampling over the models (no context)": lambda: ThompsonSampling(n_arms=G, seed=0),
+        "ParetoBandit (cold start, its PCA features)": lambda: pareto(d, models, "pca"),
+        "ParetoBandit (cold start, our 384-d embeddings)": lambda: pareto(d, models, "raw"),
+        "best single model": lambda: BestSingle(n_arms=G, arm=env.best_single_arm),
     }
-    keys = ("mean_reward", "otb", "opr", "us_per_decision")
-    out = ["## Quality, no budget", "", "| router | mean reward | OtB | OPR | us per decision |", "|---|---|---|---|---|"]
+    keys = ("mean_reward", "otb", "opr")
+    out = ["## Quality, no budget", "", "| router | mean reward | OtB | OPR |", "|---|---|---|---|"]
     for name, make in makers.items():
-        runs = [replay(make(s), order, R, C, best) for s, order in enumerate(orders)]
-        print(f"{name}: {np.mean([r['mean_reward'] for r in runs]):.4f}", file=sys.stderr, flush=True)
-        out.append(_row(name, runs, keys))
+        got = play(make(), env, n_orders, seed=0)
+        print(f"{name}: {got['mean_reward'].mean():.4f}", file=sys.stderr, flush=True)
+        out.append(_row(name, got, keys))
     return out + [""]
 
 
-class _ContextFree:
-    def __init__(self, policy):
-        self.policy = policy
-        policy.reset(1)
-
-    def select(self, i):
-        return self.policy.select()
-
-    def update(self, i, arm, reward, cost):
-        self.policy.update(arm, reward)
-
-
-def budgets(X, R, C, models, orders, best):
+def budgets(X, R, C, models, n_orders):
     G, d = R.shape[1], X.shape[1]
+    env = ArrayReplay(X, R, C, model_names=models, reveal_cost=True)
     lo, hi = C.mean(0).min(), C.mean(0).max()
     out = [
         "## Quality under a budget (target mean dollar cost per request)",
@@ -151,54 +118,50 @@ def budgets(X, R, C, models, orders, best):
     for frac in (0.25, 0.5, 0.75):
         B = float(lo + frac * (hi - lo))
         makers = {
-            "router-default (EvidenceThompson, budget)": lambda s: PolicyPeer(EvidenceThompson(n_arms=G, n_features=d, budget=B, seed=s), X),
-            "ParetoBandit + BudgetPacer (its PCA features)": lambda s: pareto_peer(X, models, s, features="pca", budget=B),
-            "ParetoBandit + BudgetPacer (our 384-d embeddings)": lambda s: pareto_peer(X, models, s, features="raw", budget=B),
+            "router-default (EvidenceThompson, budget)": lambda: EvidenceThompson(n_arms=G, n_features=d, budget=B, seed=0),
+            "ParetoBandit + BudgetPacer (its PCA features)": lambda: pareto(d, models, "pca", budget=B),
+            "ParetoBandit + BudgetPacer (our 384-d embeddings)": lambda: pareto(d, models, "raw", budget=B),
         }
         for name, make in makers.items():
-            runs = [replay(make(s), order, R, C, best) for s, order in enumerate(orders)]
-            for r in runs:
-                r["spend_over_budget"] = r["mean_cost"] / B
-            print(f"budget {B:.5f} {name}: {np.mean([r['mean_reward'] for r in runs]):.4f}", file=sys.stderr, flush=True)
-            out.append(_row(f"{B:.5f} | {name}", runs, ("mean_reward", "spend_over_budget", "opr")))
+            got = play(make(), env, n_orders, seed=0)
+            got["spend_over_budget"] = got["mean_cost"] / B
+            print(f"budget {B:.5f} {name}: {got['mean_reward'].mean():.4f}", file=sys.stderr, flush=True)
+            out.append(_row(f"{B:.5f} | {name}", got, ("mean_reward", "spend_over_budget", "opr")))
     return out + [""]
 
 
-def warm(X, R, C, models, orders, best):
+def warm(X, R, C, models, n_orders):
     G, d = R.shape[1], X.shape[1]
     out = [
         "## Warm start: every logged outcome of one half of the prompts, then serving the other half",
         "",
-        "| router | first 100 requests | first 500 | whole half | best single model, same requests (whole half) |",
+        "OtB against the best single model of the served half, on the same requests.",
+        "",
+        "| router | first 100 requests | first 500 | whole half | best single model (whole half) |",
         "|---|---|---|---|---|",
     ]
     rows = {"router-default, warm-started": [], "router-default, cold": []}
-    for s, order in enumerate(orders):
-        half = len(order) // 2
-        logged, served = order[:half], order[half:]
+    for s in range(n_orders):
+        order = np.random.default_rng(s).permutation(len(X))
+        logged, served = order[: len(X) // 2], order[len(X) // 2 :]
+        env = ArrayReplay(X[served], R[served], C[served], model_names=models)
         for name in rows:
             policy = EvidenceThompson(n_arms=G, n_features=d, seed=s)
             if "warm" in name:
                 policy.fit_logged(np.repeat(X[logged], G, axis=0), np.tile(np.arange(G), len(logged)), R[logged].ravel())
-            peer = PolicyPeer(policy, X)
-            got = []
-            for i in served:
-                arm = peer.select(int(i))
-                peer.update(int(i), arm, float(R[i, arm]), float(C[i, arm]))
-                got.append(R[i, arm] - R[i, best])
-            got = np.array(got)
-            base = R[served, best]
-            rows[name].append([got[:100].mean() + base[:100].mean(), got[:500].mean() + base[:500].mean(), got.mean() + base.mean(), base.mean(),
-                               got[:100].mean(), got[:500].mean(), got.mean()])
+            else:
+                policy.reset(1)
+            got = play(policy, env, 1, seed=s, reset_policy=False, at=(100, 500, len(served)))
+            rows[name].append([*got["otb_at"][0], R[served, env.best_single_arm].mean()])
     for name, vals in rows.items():
         v = np.array(vals)
         se = v.std(0, ddof=1) / np.sqrt(len(v))
-        out.append(f"| {name} | {v[:, 0].mean():.4f} (OtB {v[:, 4].mean():+.4f} ± {se[4]:.4f}) | {v[:, 1].mean():.4f} (OtB {v[:, 5].mean():+.4f} ± {se[5]:.4f}) "
-                   f"| {v[:, 2].mean():.4f} (OtB {v[:, 6].mean():+.4f} ± {se[6]:.4f}) | {v[:, 3].mean():.4f} |")
+        cells = [f"{v[:, k].mean():+.4f} ± {se[k]:.4f}" for k in range(3)]
+        out.append(f"| {name} | " + " | ".join(cells) + f" | {v[:, 3].mean():.4f} |")
     return out + [""]
 
 
-def streams(X, R, C, models, orders, best):
+def streams(X, R, C, models, n_orders):
     """Other full-information streams cut from the real one: by benchmark, with recurring prompts, with pure-noise context."""
     G, d = R.shape[1], X.shape[1]
     rng = np.random.default_rng(12345)
@@ -223,16 +186,11 @@ def streams(X, R, C, models, orders, best):
     ]
     for name, (Xs, Rs) in cuts.items():
         n = len(Xs)
-        arm = int(Rs.mean(0).argmax())
+        env = ArrayReplay(Xs, Rs, model_names=models)
         hz = [h for h in (100, 300, 1000) if h < n] + [n]
-        routers = {
-            "router-default": lambda s: PolicyPeer(EvidenceThompson(n_arms=G, n_features=d, seed=s), Xs),
-            "Thompson": lambda s: _ContextFree(ThompsonSampling(n_arms=G, seed=s)),
-        }
-        for label, make in routers.items():
-            free = np.zeros_like(Rs)
-            runs = [replay(make(s), np.random.default_rng(1000 + s).permutation(n), Rs, free, arm) for s in range(len(orders))]
-            c = np.array([r["otb_curve"][np.array(hz) - 1] for r in runs])
+        routers = {"router-default": EvidenceThompson(n_arms=G, n_features=d, seed=0), "Thompson": ThompsonSampling(n_arms=G, seed=0)}
+        for label, policy in routers.items():
+            c = play(policy, env, n_orders, seed=1000, at=hz)["otb_at"]
             se = c.std(0, ddof=1) / np.sqrt(len(c))
             got = {h: f"{m:+.4f} ± {e:.4f}" for h, m, e in zip(hz, c.mean(0), se)}
             cells = [got.get(h, "") for h in (100, 300, 1000)] + [got[n]]
@@ -270,26 +228,27 @@ def _sources() -> list[str]:
 
 def speed(X, R, C, models, n=2000):
     G, d = R.shape[1], X.shape[1]
-    order = np.random.default_rng(0).permutation(len(X))[:n]
     makers = {
-        "ParetoBandit route + feedback (384-d)": lambda: pareto_peer(X, models, 0, features="raw"),
-        "RFF-UCB (200 frequencies, cos-sin: 400 features)": lambda: PolicyPeer(RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=0), X),
-        "RFF-UCB (200 features, cos-phase)": lambda: PolicyPeer(RFFUCB(n_arms=G, n_features=d, sigma=5.0, feature_map="cos-phase", seed=0), X),
-        "router-default (EvidenceThompson, 200 features)": lambda: PolicyPeer(EvidenceThompson(n_arms=G, n_features=d, seed=0), X),
+        "ParetoBandit route + feedback (384-d)": lambda: pareto(d, models, "raw"),
+        "RFF-UCB (200 frequencies, cos-sin: 400 features)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=0),
+        "RFF-UCB (200 features, cos-phase)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=5.0, feature_map="cos-phase", seed=0),
+        "router-default (EvidenceThompson, 200 features)": lambda: EvidenceThompson(n_arms=G, n_features=d, seed=0),
     }
-    peers = {name: make() for name, make in makers.items()}
-    got = dict.fromkeys(peers, 0.0)
-    best = int(R.mean(0).argmax())
+    policies = {name: make() for name, make in makers.items()}
+    got = dict.fromkeys(policies, 0.0)
     warm_up = np.random.default_rng(1).permutation(len(X))[:500]
-    for peer in peers.values():  # untimed: every router starts timing with 500 decisions learned
-        replay(peer, warm_up, R, C, best)
-    for block in np.array_split(order, 20):  # interleaved blocks: every router sees the same machine load
-        for name, peer in peers.items():
-            got[name] += replay(peer, block, R, C, best)["us_per_decision"] * len(block) / n
+    for policy in policies.values():  # untimed: every router starts timing with 500 decisions learned
+        policy.reset(1)
+        play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
+    order = np.random.default_rng(0).permutation(len(X))[:n]
+    for k, block in enumerate(np.array_split(order, 20)):  # interleaved blocks: every router sees the same machine load
+        env = ArrayReplay(X[block], R[block], C[block])
+        for name, policy in policies.items():
+            got[name] += play(policy, env, 1, seed=k, reset_policy=False, time_policy=True)["us_per_decision"] * len(block) / n
     base = got["ParetoBandit route + feedback (384-d)"]
     out = ["## Speed: select + update per decision (3 models, 384-d embeddings), one process, one BLAS thread", "",
-           f"1-minute load average {os.getloadavg()[0]:.2f} at the end ({time.strftime('%H:%M')}); {n} timed decisions each, "
-           "after 500 untimed ones, in 20 interleaved blocks.", "",
+           f"1-minute load average {os.getloadavg()[0]:.2f} at the end ({time.strftime('%H:%M')}); {n} timed decisions each "
+           "(the time inside select and update, through the engine's policy timing), after 500 untimed ones, in 20 interleaved blocks.", "",
            "| router | us per decision | ParetoBandit / this |", "|---|---|---|"]
     out += [f"| {name} | {us:.0f} | {base / us:.2f}x |" for name, us in got.items()]
     return out + [""]
@@ -301,14 +260,13 @@ def main(argv=None) -> int:
     ap.add_argument("--sections", default="quality,budget,warm,streams,setup4,speed")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
-    X, R, C, models = paretobandit_table(ParetoBanditReplay())
+    X, R, C, models = stream(ParetoBanditReplay())
     best = int(R.mean(0).argmax())
-    orders = [np.random.default_rng(seed).permutation(len(X)) for seed in range(args.orders)]
     out = [
         "# The router's default policy on the ParetoBandit stream",
         "",
         f"Command: `PYTHONPATH=src python benchmarks/router_default.py --orders {args.orders} --sections {args.sections}` "
-        f"({len(X)} prompts, {len(models)} LLMs; every router replays the same {args.orders} random orders of the whole stream; "
+        f"({len(X)} prompts, {len(models)} LLMs; every router plays, through the engine, the same {args.orders} random orders of the whole stream; "
         f"mean ± standard error over orders; 1-minute load average {os.getloadavg()[0]:.2f} at the start). "
         f"Best single model: {models[best]}, {R[:, best].mean():.4f}.",
         "",
@@ -318,7 +276,7 @@ def main(argv=None) -> int:
         if name in ("speed", "setup4"):
             out += speed(X, R, C, models) if name == "speed" else setup4()
         else:
-            out += sections[name](X, R, C, models, orders, best)
+            out += sections[name](X, R, C, models, args.orders)
         print("\n".join(out), file=sys.stderr, flush=True)
     print("\n".join(out))
     return 0

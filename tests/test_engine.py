@@ -118,3 +118,37 @@ def test_compare_summaries_reports_moved_missing_and_timing_records(tmp_path):
     ]
     assert compare_summaries.main([str(tmp_path / "a.json"), str(tmp_path / "a.json")]) == 0
     assert compare_summaries.main([str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--rtol", "1e-6"]) == 1  # optimal_rate and t still differ
+
+
+def test_a_policy_plays_on_from_what_it_learned_with_reset_policy_false():
+    """``reset_policy=False`` keeps what the policy learned (a warm start); a run-count mismatch is refused."""
+    from genbandit.envs.prompts import ArrayReplay
+    from genbandit.policies.kernel import LinUCB
+
+    rng = np.random.default_rng(0)
+    X, R = rng.standard_normal((200, 4)), rng.uniform(size=(200, 3))
+    policy = LinUCB(n_arms=3, n_features=4, seed=1)
+    simulate(ArrayReplay(X[:120], R[:120]), policy, 120, seed=(5, 6))
+    learned = policy._Ainv.copy()
+    second = simulate(ArrayReplay(X[120:], R[120:]), policy, 80, seed=(7, 8), reset_policy=False)
+    assert second.counts.sum() == 80 and policy._t == 200 and policy._pulls.sum() == 200
+    fresh = LinUCB(n_arms=3, n_features=4, seed=1)
+    simulate(ArrayReplay(X[120:], R[120:]), fresh, 80, seed=(7, 8))
+    assert not np.allclose(policy._Ainv, fresh._Ainv) and not np.allclose(policy._Ainv, learned)
+    with pytest.raises(InvalidParameterError, match="n_runs must be 1"):
+        simulate(ArrayReplay(X, R), policy, 10, n_runs=2, reset_policy=False)
+
+
+def test_array_replay_reveals_cost_and_refuses_mismatched_tables():
+    from genbandit.envs.prompts import ArrayReplay
+
+    env = ArrayReplay(np.eye(3), [[0.9, 0.1], [0.2, 0.8], [0.5, 0.6]], costs=[[1.0, 2.0], [1.0, 2.0], [1.0, 2.0]], reveal_cost=True, seed=0)
+    env.reset(2, seed=0)
+    env._observe()
+    step = env._advance(np.array([0, 1]))
+    assert set(step.feedback) == {"reward", "cost"} and step.feedback["cost"].tolist() == [1.0, 2.0]
+    assert step.feedback["reward"].tolist() == step.reward.tolist()
+    with pytest.raises(InvalidParameterError, match="rewards"):
+        ArrayReplay(np.eye(3), [[0.9, 0.1], [0.2, 0.8]]).reset()
+    with pytest.raises(InvalidInputError, match="finite"):
+        ArrayReplay([[np.nan, 0.0], [0.0, 1.0]], [[0.9, 0.1], [0.2, 0.8]]).reset()

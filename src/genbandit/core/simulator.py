@@ -129,6 +129,7 @@ def simulate(
     stop: Callable[[], np.ndarray] | None = None,
     backend: str = "auto",
     time_policy: bool = False,
+    reset_policy: bool = True,
 ) -> SimulationResult:
     """Run ``policy`` on ``env`` for ``horizon`` rounds in ``n_runs`` runs at once.
 
@@ -138,6 +139,8 @@ def simulate(
     so policies are compared on the same draws (common random numbers). ``stop`` and ``backend``
     as in the module docstring; ``time_policy=True`` books the time spent in the policy's
     ``select`` and ``update`` alone at the checkpoints (``policy_seconds``; plain loop only).
+    ``reset_policy=False`` plays a policy on from what it already learned (a warm start from logs,
+    or an earlier call), with its own random stream: it must hold ``n_runs`` runs.
 
     >>> from genbandit import BernoulliArms, UCB1, simulate
     >>> result = simulate(BernoulliArms(means=[0.3, 0.7]), UCB1(n_arms=2), horizon=1000, n_runs=4, seed=0)
@@ -147,7 +150,10 @@ def simulate(
     _check_setup(env, policy, horizon)
     env_seed, policy_seed = seed if isinstance(seed, tuple) else spawn_seeds(seed, 2)
     env.reset(n_runs, seed=env_seed)
-    policy.reset(n_runs, seed=policy_seed)
+    if reset_policy:
+        policy.reset(n_runs, seed=policy_seed)
+    elif policy.n_runs != n_runs:
+        raise InvalidParameterError(f"{type(policy).__name__} holds {policy.n_runs} run(s); reset_policy=False plays on from them, so n_runs must be {policy.n_runs}.")
     if env.n_arms != policy.n_arms:
         raise InvalidParameterError(f"{type(policy).__name__} has {policy.n_arms} arms but {type(env).__name__} has {env.n_arms}.")
     rounds = checkpoint_grid(int(horizon), n_checkpoints)

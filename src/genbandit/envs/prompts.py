@@ -47,7 +47,7 @@ from ..core.base import Environment, Step
 from ..core.metrics import reported_total as _total
 from ..core.optional import import_optional
 from ..core.registry import register_environment, register_metric
-from ..core.validation import Interval, InvalidParameterError, Options
+from ..core.validation import Interval, InvalidParameterError, Options, check_finite_array
 
 log = logging.getLogger("genbandit")
 
@@ -56,6 +56,7 @@ __all__ = [
     "Setup4Synthetic",
     "ParetoBanditReplay",
     "PromptTable",
+    "ArrayReplay",
     "template_prompts",
     "read_table",
     "load_paretobandit",
@@ -386,6 +387,66 @@ class _LoggedTable(PromptReplay):
             extras["cost"] = costs
         return self.embeddings(), self._trial_utilities(), extras
 
+    def _step(self, actions: np.ndarray) -> Step:
+        step = super()._step(actions)
+        if getattr(self, "reveal_cost", False):  # what a policy with a budget learns from
+            step.feedback = {"reward": step.feedback, "cost": step.info["cost"]}
+        return step
+
+
+class ArrayReplay(_LoggedTable):
+    """A full-information table held in memory, replayed: your own embeddings, scores and costs as arrays.
+
+    ``contexts`` ``(N, d)`` are the prompts' embeddings, ``rewards`` ``(N, G)`` each model's score
+    on each prompt (or ``(N, G, S)``: ``S`` stored trials, NaN-padded, one drawn per round), ``costs``
+    the same shape or ``None``. Replayed like the logged streams
+    (``order="shuffle"``: every prompt once per run, in a random order per run), with utility
+    ``reward - price x cost``; ``reveal_cost=True`` makes the feedback ``{"reward", "cost"}``.
+    ``model_names`` names the columns (``model 0``, ``model 1``... by default).
+    For tables in files use :class:`PromptTable`, which embeds the prompts itself.
+
+    >>> from genbandit.envs.prompts import ArrayReplay
+    >>> env = ArrayReplay(contexts=np.eye(3), rewards=[[0.9, 0.1], [0.2, 0.8], [0.3, 0.9]], seed=0)
+    >>> env.n_arms, env.context_dim, env.max_horizon, env.best_single_arm
+    (2, 3, 3, 1)
+    """
+
+    name = "array-replay"
+    _parameter_constraints = {"reveal_cost": [bool], "model_names": [None, list, tuple]}
+
+    def __init__(self, contexts, rewards, costs=None, model_names=None, price: float = 0.0, order: str = "shuffle", limit: int | None = None,
+                 reveal_cost: bool = False, seed=None) -> None:
+        self.contexts = contexts
+        self.rewards = rewards
+        self.costs = costs
+        self.model_names = model_names
+        self.price = price
+        self.order = order
+        self.limit = limit
+        self.reveal_cost = reveal_cost
+        self.seed = seed
+
+    def _load(self):
+        contexts = check_finite_array("contexts", self.contexts, (None, None), owner="ArrayReplay")
+        rewards = np.asarray(self.rewards, dtype=float)
+        rewards = rewards[..., None] if rewards.ndim == 2 else rewards
+        costs = None if self.costs is None else np.asarray(self.costs, dtype=float)
+        costs = costs[..., None] if costs is not None and costs.ndim == 2 else costs
+        if rewards.ndim != 3 or rewards.shape[0] != contexts.shape[0] or rewards.shape[1] < 2 or (costs is not None and costs.shape != rewards.shape):
+            raise InvalidParameterError(f"ArrayReplay needs rewards (N, G) or (N, G, S) with N = {contexts.shape[0]} rows and G >= 2 models, "
+                                        f"and costs of the same shape. Got rewards {rewards.shape}, costs {None if costs is None else costs.shape} instead.")
+        models = [str(m) for m in self.model_names] if self.model_names is not None else [f"model {g}" for g in range(rewards.shape[1])]
+        return [f"row {i}" for i in range(contexts.shape[0])], rewards, costs, models
+
+    def embeddings(self) -> np.ndarray:
+        contexts = np.asarray(self.contexts, dtype=float)
+        return contexts[: self.limit] if self.limit is not None else contexts
+
+    @classmethod
+    def _check_examples(cls) -> list[Environment]:
+        rng = np.random.default_rng(0)
+        return [cls(contexts=rng.standard_normal((30, 4)), rewards=rng.uniform(size=(30, 2)), seed=0)]
+
 
 # ---------------------------------------------------------------------------------------------
 # ParetoBandit's shipped stream
@@ -441,12 +502,6 @@ class ParetoBanditReplay(_LoggedTable):
     def policy_arguments(self) -> dict:
         """As for every prompt replay, plus ``arm_names``: the models' ids, in arm order."""
         return {**super().policy_arguments(), "arm_names": tuple(self.models)}
-
-    def _step(self, actions: np.ndarray) -> Step:
-        step = super()._step(actions)
-        if self.reveal_cost:
-            step.feedback = {"reward": step.feedback, "cost": step.info["cost"]}
-        return step
 
     def _load(self):
         texts, rewards, costs, models, _ = load_paretobandit(self.split)
