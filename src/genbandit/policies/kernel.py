@@ -30,6 +30,7 @@ import numpy as np
 from ..core.base import Policy
 from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, Options
+from ._kernel_numba import features_and_h, rff_ucb_select, rff_ucb_update
 from ._stats import argmax_random_ties
 from .classic import BestSingle, Greedy  # noqa: F401  (the paper's context-free baselines, importable from here too)
 
@@ -50,6 +51,7 @@ __all__ = [
 
 _KERNELS = ("poly3", "rbf", "linear")
 _MAPS = ("cos-sin", "cos-phase")
+_NO_SUMS = np.zeros((1, 0))  # stands for the centring sums the compiled path does not read when center=False
 
 
 def default_eta(n_arms: int, delta: float = 0.05) -> float:
@@ -416,6 +418,8 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
 
     name = "RFF-UCB"
     _parameter_constraints = {**_RFF_CONSTRAINTS, "center": [bool]}
+    #: With one run, ``select`` and ``update`` run compiled (:mod:`genbandit.policies._kernel_numba`), deciding as the batched path.
+    _compiled_single_run: bool = True
 
     def __init__(self, n_arms: int, n_features: int, n_components: int = 200, feature_map: str = "cos-sin", sigma: float = 5.0,
                  alpha: float = 1.0, eta: float | None = None, delta: float = 0.05, center: bool = False, seed=None) -> None:
@@ -445,6 +449,10 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         cached = self._cache_get(contexts)
         if cached is not None:
             return cached
+        if self._n_runs == 1 and self._compiled_single_run:
+            f, h = np.empty((1, self._n_out())), np.empty((1, self.n_arms, self._n_out()))
+            features_and_h(self._omega[0], self._phase[0], self.feature_map == "cos-sin", contexts[0], self._Ainv[0], f[0], h[0])
+            return self._cache_put(contexts, f, h)
         f = self._features(contexts)
         return self._cache_put(contexts, f, np.matmul(self._Ainv, f[:, None, :, None])[..., 0])  # (R, F), (R, G, F)
 
@@ -458,7 +466,18 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         sd = np.sqrt(np.maximum((h * f[:, None, :]).sum(-1), 0.0))
         return mu, sd
 
+    def _one_run(self) -> tuple:
+        """Run 0's learned arrays, in the order the compiled functions take them after the context."""
+        sums = (self._feature_sums[0], self._score_sums[0]) if self.center else (_NO_SUMS, _NO_SUMS[0])
+        return self._Ainv[0], self._b[0], self._counts[0], *sums, self.center
+
     def _select(self, contexts: np.ndarray) -> np.ndarray:
+        if self._n_runs == 1 and self._compiled_single_run:
+            f, h = np.empty((1, self._n_out())), np.empty((1, self.n_arms, self._n_out()))
+            arm = rff_ucb_select(self._omega[0], self._phase[0], self.feature_map == "cos-sin", contexts[0], *self._one_run(), self._eta(),
+                                 self._rng.random(self.n_arms), f[0], h[0])
+            self._cache_put(contexts, f, h)
+            return np.array([arm])
         mu, sd = self.ucb(contexts)
         return argmax_random_ties(np.where(self._counts == 0, np.inf, mu + self._eta() * sd), self._rng)
 
@@ -466,6 +485,9 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         rows = np.arange(actions.shape[0])
         f, h = self._features_and_h(contexts)
         self._last = None
+        if self._n_runs == 1 and self._compiled_single_run:
+            rff_ucb_update(*self._one_run(), int(actions[0]), float(feedback[0]), f[0], h[0])
+            return
         h = h[rows, actions]
         sherman_morrison_rows(self._Ainv, rows, actions, h, 1.0 / (1.0 + (f * h).sum(-1)))
         self._b[rows, actions] += feedback[:, None] * f
