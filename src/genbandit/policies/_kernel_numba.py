@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["rff_ucb_select", "rff_ucb_update", "features_and_h"]
+__all__ = ["features_and_h", "rff_ucb_select", "rff_ucb_update"]
 
 # reassociation lets the dot products vectorise; no flag that assumes finite values (untried arms are +inf)
 _LINALG = {"reassoc", "contract"}

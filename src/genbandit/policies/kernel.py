@@ -386,7 +386,10 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
     ``sqrt(2/D) cos(w.y + b)`` (``"cos-phase"``, D features), with ``w ~ N(0, sigma^-2 I)`` drawn
     once. Per arm ``A_g^-1 = (Phi_g'Phi_g + alpha I)^-1`` (Sherman-Morrison, O(F^2) per update)
     and ``b_g = Phi_g' v``; ``mu_g = phi' A_g^-1 b_g``, ``sigma_g = sqrt(phi' A_g^-1 phi)``.
-    Cost per round is independent of t. Vectorised over runs.
+    Cost per round is independent of t. Vectorised over runs; with one run (a router, a replay)
+    ``select`` computes ``phi`` and every ``A_g^-1 phi`` in one compiled call and ``update`` reuses
+    them for the Sherman-Morrison step in place (:mod:`genbandit.policies._kernel_numba`), with the
+    same choices as the batched path.
 
     ``center=True`` (our addition, not the paper's estimator; recommended when scores sit far from 0
     centring scores that sit far from 0): each arm's ridge fits its scores minus their running mean
