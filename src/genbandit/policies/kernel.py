@@ -452,9 +452,9 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         cached = self._cache_get(contexts)
         if cached is not None:
             return cached
-        if self._n_runs == 1 and self._compiled_single_run:
-            f, h = np.empty((1, self._n_out())), np.empty((1, self.n_arms, self._n_out()))
-            features_and_h(self._omega[0], self._phase[0], self.feature_map == "cos-sin", contexts[0], self._Ainv[0], f[0], h[0])
+        if self._compiled():
+            f, h = self._one_run_buffers()
+            features_and_h(*self._one_run_map(), contexts[0], self._Ainv[0], f[0], h[0])
             return self._cache_put(contexts, f, h)
         f = self._features(contexts)
         return self._cache_put(contexts, f, np.matmul(self._Ainv, f[:, None, :, None])[..., 0])  # (R, F), (R, G, F)
@@ -469,16 +469,26 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         sd = np.sqrt(np.maximum((h * f[:, None, :]).sum(-1), 0.0))
         return mu, sd
 
+    def _compiled(self) -> bool:
+        return self._n_runs == 1 and self._compiled_single_run
+
+    def _one_run_buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        """Room for one run's phi ``(1, F)`` and every arm's ``A_g^-1 phi`` ``(1, G, F)``, filled by the compiled functions."""
+        return np.empty((1, self._n_out())), np.empty((1, self.n_arms, self._n_out()))
+
+    def _one_run_map(self) -> tuple:
+        """Run 0's feature map, as the compiled functions take it before the context."""
+        return self._omega[0], self._phase[0], self.feature_map == "cos-sin"
+
     def _one_run(self) -> tuple:
         """Run 0's learned arrays, in the order the compiled functions take them after the context."""
         sums = (self._feature_sums[0], self._score_sums[0]) if self.center else (_NO_SUMS, _NO_SUMS[0])
         return self._Ainv[0], self._b[0], self._counts[0], *sums, self.center
 
     def _select(self, contexts: np.ndarray) -> np.ndarray:
-        if self._n_runs == 1 and self._compiled_single_run:
-            f, h = np.empty((1, self._n_out())), np.empty((1, self.n_arms, self._n_out()))
-            arm = rff_ucb_select(self._omega[0], self._phase[0], self.feature_map == "cos-sin", contexts[0], *self._one_run(), self._eta(),
-                                 self._rng.random(self.n_arms), f[0], h[0])
+        if self._compiled():
+            f, h = self._one_run_buffers()
+            arm = rff_ucb_select(*self._one_run_map(), contexts[0], *self._one_run(), self._eta(), self._rng.random(self.n_arms), f[0], h[0])
             self._cache_put(contexts, f, h)
             return np.array([arm])
         mu, sd = self.ucb(contexts)
@@ -488,7 +498,7 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         rows = np.arange(actions.shape[0])
         f, h = self._features_and_h(contexts)
         self._last = None
-        if self._n_runs == 1 and self._compiled_single_run:
+        if self._compiled():
             rff_ucb_update(*self._one_run(), int(actions[0]), float(feedback[0]), f[0], h[0])
             return
         h = h[rows, actions]
