@@ -147,6 +147,36 @@ def test_centred_rff_fits_residuals_around_each_arms_running_mean():
         assert abs(mu[0, g] - m) < abs(mu_plain[0, g] - m)  # far from 0.9 without centring, near it with
 
 
+class _BatchedPathRFFUCB(RFFUCB):
+    """RFF-UCB with one run through the batched numpy path instead of the compiled one."""
+
+    _compiled_single_run = False
+
+
+@pytest.mark.parametrize("feature_map, center, sigma", [("cos-sin", False, 5.0), ("cos-sin", True, 0.5), ("cos-phase", False, 0.5), ("cos-phase", True, 5.0)])
+def test_compiled_rffucb_decides_as_the_batched_path_round_for_round(feature_map, center, sigma):
+    """A router's size (3 arms, 384-d prompts, 200 frequencies), 2,000 rounds on the same prompts and the same rewards."""
+    rng = np.random.default_rng(11)
+    X, W = _unit_rows(rng, 500, 384), rng.normal(size=(384, 3))
+    noise = 0.3 * rng.normal(size=(2000, 3))
+    policies = [cls(n_arms=3, n_features=384, n_components=200, feature_map=feature_map, sigma=sigma, center=center, seed=2)
+                for cls in (RFFUCB, _BatchedPathRFFUCB)]
+    arms = np.empty((2, 2000), dtype=int)
+    for t in range(2000):
+        x = X[t % 500]
+        for k, policy in enumerate(policies):
+            arms[k, t] = a = policy.select(x)
+            policy.update(a, float(np.tanh(2.0 * x @ W[:, a]) + noise[t, a]), context=x)
+    assert np.array_equal(arms[0], arms[1])
+    assert min(np.bincount(arms[0], minlength=3)) > 50  # every arm is played, so every update path ran
+    compiled, batched = policies
+    assert np.allclose(compiled._Ainv, batched._Ainv, rtol=0, atol=1e-12)
+    assert np.allclose(compiled._b, batched._b, rtol=0, atol=1e-10)
+    assert np.array_equal(compiled._counts, batched._counts)
+    assert compiled._rng.random() == batched._rng.random()  # the same random numbers were drawn
+    assert np.allclose(compiled.ucb(X[:1]), batched.ucb(X[:1]), rtol=0, atol=1e-10)
+
+
 def test_linucb_is_ridge_on_prompt_joined_with_one_hot_arm():
     rng = np.random.default_rng(5)
     policy = LinUCB(n_arms=3, n_features=4, alpha=1.0, eta=0.0, seed=0)

@@ -248,12 +248,12 @@ class Policy(_Seeded, abc.ABC):
     def _check_actions(self, actions: np.ndarray) -> np.ndarray:
         owner = type(self).__name__
         if self.action_kind == "arm":
-            if actions.shape != (self._n_runs,) or not np.issubdtype(actions.dtype, np.integer):
+            if actions.shape != (self._n_runs,) or actions.dtype.kind not in "iu":
                 if actions.shape == (self._n_runs,) and np.issubdtype(actions.dtype, np.floating) and np.all(actions == np.round(actions)):
                     actions = actions.astype(np.int64)
                 else:
                     raise InvalidInputError(f"The action of {owner} must be an int arm index per run. Got {actions!r} instead.")
-            if np.any((actions < 0) | (actions >= self.n_arms)):
+            if ((actions < 0) | (actions >= self.n_arms)).any():
                 raise InvalidInputError(f"Unknown arm for {owner}: arms are 0..{self.n_arms - 1}. Got {actions.tolist()} instead.")
             return actions.astype(np.int64, copy=False)
         if actions.shape != (self._n_runs, self.n_arms) or not np.all(np.isfinite(actions)) or not np.all(actions == np.round(actions)):
@@ -394,9 +394,9 @@ class Environment(_Seeded, abc.ABC):
     def _check_actions(self, actions: np.ndarray) -> np.ndarray:
         owner = type(self).__name__
         if self.action_kind == "arm":
-            if actions.shape != (self._n_runs,) or not np.issubdtype(actions.dtype, np.integer):
+            if actions.shape != (self._n_runs,) or actions.dtype.kind not in "iu":
                 raise InvalidInputError(f"{owner}.step needs one int arm index per run. Got {actions!r} instead.")
-            if np.any((actions < 0) | (actions >= self.n_arms)):
+            if ((actions < 0) | (actions >= self.n_arms)).any():
                 raise InvalidInputError(f"Unknown arm for {owner}: arms are 0..{self.n_arms - 1}. Got {actions.tolist()} instead.")
             return actions
         if actions.shape != (self._n_runs, self.n_arms) or not np.issubdtype(actions.dtype, np.integer) or np.any(actions < 0):

@@ -167,12 +167,12 @@ def check_finite_array(name: str, value: Any, shape: tuple[int | None, ...] | No
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"The {name}{where} must be numeric. Got {value!r} instead.") from exc
-    if shape is not None:
+    if shape is not None and arr.shape != shape:
         if arr.ndim != len(shape) or any(s is not None and s != d for s, d in zip(shape, arr.shape)):
             dims = ["any" if s is None else str(s) for s in shape]
             want = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
             raise InvalidInputError(f"The {name}{where} must have shape {want}. Got shape {arr.shape} instead.")
-    if not np.all(np.isfinite(arr)):
+    if not np.isfinite(arr).all():
         raise InvalidInputError(f"The {name}{where} must be finite (no NaN or infinity). Got {value!r} instead.")
     return arr
 

@@ -30,6 +30,7 @@ import numpy as np
 from ..core.base import Policy
 from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, Options
+from ._kernel_numba import features_and_h, rff_ucb_select, rff_ucb_update
 from ._stats import argmax_random_ties
 from .classic import BestSingle, Greedy  # noqa: F401  (the paper's context-free baselines, importable from here too)
 
@@ -50,6 +51,7 @@ __all__ = [
 
 _KERNELS = ("poly3", "rbf", "linear")
 _MAPS = ("cos-sin", "cos-phase")
+_NO_SUMS = np.zeros((1, 0))  # stands for the centring sums the compiled path does not read when center=False
 
 
 def default_eta(n_arms: int, delta: float = 0.05) -> float:
@@ -384,7 +386,10 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
     ``sqrt(2/D) cos(w.y + b)`` (``"cos-phase"``, D features), with ``w ~ N(0, sigma^-2 I)`` drawn
     once. Per arm ``A_g^-1 = (Phi_g'Phi_g + alpha I)^-1`` (Sherman-Morrison, O(F^2) per update)
     and ``b_g = Phi_g' v``; ``mu_g = phi' A_g^-1 b_g``, ``sigma_g = sqrt(phi' A_g^-1 phi)``.
-    Cost per round is independent of t. Vectorised over runs.
+    Cost per round is independent of t. Vectorised over runs; with one run (a router, a replay)
+    ``select`` computes ``phi`` and every ``A_g^-1 phi`` in one compiled call and ``update`` reuses
+    them for the Sherman-Morrison step in place (:mod:`genbandit.policies._kernel_numba`), with the
+    same choices as the batched path.
 
     ``center=True`` (our addition, not the paper's estimator; recommended when scores sit far from 0
     centring scores that sit far from 0): each arm's ridge fits its scores minus their running mean
@@ -416,6 +421,8 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
 
     name = "RFF-UCB"
     _parameter_constraints = {**_RFF_CONSTRAINTS, "center": [bool]}
+    #: With one run, ``select`` and ``update`` run compiled (:mod:`genbandit.policies._kernel_numba`), deciding as the batched path.
+    _compiled_single_run: bool = True
 
     def __init__(self, n_arms: int, n_features: int, n_components: int = 200, feature_map: str = "cos-sin", sigma: float = 5.0,
                  alpha: float = 1.0, eta: float | None = None, delta: float = 0.05, center: bool = False, seed=None) -> None:
@@ -445,6 +452,10 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         cached = self._cache_get(contexts)
         if cached is not None:
             return cached
+        if self._compiled():
+            f, h = self._one_run_buffers()
+            features_and_h(*self._one_run_map(), contexts[0], self._Ainv[0], f[0], h[0])
+            return self._cache_put(contexts, f, h)
         f = self._features(contexts)
         return self._cache_put(contexts, f, np.matmul(self._Ainv, f[:, None, :, None])[..., 0])  # (R, F), (R, G, F)
 
@@ -458,7 +469,28 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         sd = np.sqrt(np.maximum((h * f[:, None, :]).sum(-1), 0.0))
         return mu, sd
 
+    def _compiled(self) -> bool:
+        return self._n_runs == 1 and self._compiled_single_run
+
+    def _one_run_buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        """Room for one run's phi ``(1, F)`` and every arm's ``A_g^-1 phi`` ``(1, G, F)``, filled by the compiled functions."""
+        return np.empty((1, self._n_out())), np.empty((1, self.n_arms, self._n_out()))
+
+    def _one_run_map(self) -> tuple:
+        """Run 0's feature map, as the compiled functions take it before the context."""
+        return self._omega[0], self._phase[0], self.feature_map == "cos-sin"
+
+    def _one_run(self) -> tuple:
+        """Run 0's learned arrays, in the order the compiled functions take them after the context."""
+        sums = (self._feature_sums[0], self._score_sums[0]) if self.center else (_NO_SUMS, _NO_SUMS[0])
+        return self._Ainv[0], self._b[0], self._counts[0], *sums, self.center
+
     def _select(self, contexts: np.ndarray) -> np.ndarray:
+        if self._compiled():
+            f, h = self._one_run_buffers()
+            arm = rff_ucb_select(*self._one_run_map(), contexts[0], *self._one_run(), self._eta(), self._rng.random(self.n_arms), f[0], h[0])
+            self._cache_put(contexts, f, h)
+            return np.array([arm])
         mu, sd = self.ucb(contexts)
         return argmax_random_ties(np.where(self._counts == 0, np.inf, mu + self._eta() * sd), self._rng)
 
@@ -466,6 +498,9 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         rows = np.arange(actions.shape[0])
         f, h = self._features_and_h(contexts)
         self._last = None
+        if self._compiled():
+            rff_ucb_update(*self._one_run(), int(actions[0]), float(feedback[0]), f[0], h[0])
+            return
         h = h[rows, actions]
         sherman_morrison_rows(self._Ainv, rows, actions, h, 1.0 / (1.0 + (f * h).sum(-1)))
         self._b[rows, actions] += feedback[:, None] * f
