@@ -65,11 +65,12 @@ def summary(lat_s: list[float], wall: float) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ in process
-def in_process(vectors: np.ndarray, n: int, tmp: Path) -> dict:
+def in_process(vectors: np.ndarray, n: int, tmp: Path, policy: str) -> dict:
     from genbandit.router import Router, load_router_config
 
     config = load_router_config({
         "models": [{"name": m, "base_url": "http://127.0.0.1:9/v1"} for m in ("small", "medium", "large")],
+        "policy": {"name": policy},
         "embedding": {"kind": "none", "dim": vectors.shape[1]},
         "store": {"path": str(tmp / "inproc.db"), "snapshot_every": 10**9},
         "auth": {"feedback_keys": ["k"]},
@@ -86,10 +87,11 @@ def in_process(vectors: np.ndarray, n: int, tmp: Path) -> dict:
     with ThreadPoolExecutor(8) as pool:
         t_par = [t for lat, _ in pool.map(lambda did: timed(lambda d: router.feedback(d, 0.5), [did]), ids) for t in lat]
     wall = time.perf_counter() - start
-    out["genbandit route (RFF-UCB, SQLite write)"] = summary(t_route, sum(t_route))
+    name = type(router.policy).__name__
+    out[f"genbandit route ({name}, SQLite write)"] = summary(t_route, sum(t_route))
     out["genbandit feedback (durable append + update)"] = summary(t_fb, sum(t_fb))
     out["genbandit feedback from 8 threads (group commit)"] = summary(t_par, wall)
-    out["genbandit policy.select alone (RFF-UCB)"] = summary(t_sel, sum(t_sel))
+    out[f"genbandit policy.select alone ({name})"] = summary(t_sel, sum(t_sel))
     router.close()
 
     try:
@@ -129,6 +131,9 @@ def start_server(config: dict, tmp: Path, name: str) -> tuple[subprocess.Popen, 
              '[[models]]\nname = "large"\nbase_url = "http://127.0.0.1:9/v1"']
     lines.append("[embedding]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in config["embedding"].items()))
     lines.append(f'[store]\npath = "{tmp / (name + ".db")}"\nsynchronous = "{config.get("synchronous", "full")}"')
+    lines.append(f'[policy]\nname = "{config["policy"]}"')
+    if config.get("server"):
+        lines.append("[server]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in config["server"].items()))
     lines.append('[auth]\nfeedback_keys = ["bench-key"]')
     path = tmp / f"{name}.toml"
     path.write_text("\n\n".join(lines) + "\n")
@@ -208,7 +213,7 @@ def drive(pool, url: str, bodies: list[dict], path: str, concurrency: int, max_s
 def over_http(vectors: np.ndarray, texts: list[str], args, tmp: Path) -> dict:
     out = {}
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        proc, url = start_server({"embedding": {"kind": "none", "dim": int(vectors.shape[1])}}, tmp, "precomputed")
+        proc, url = start_server({"embedding": {"kind": "none", "dim": int(vectors.shape[1])}, "policy": args.policy}, tmp, "precomputed")
         try:
             warm = [{"embedding": vectors[i % len(vectors)].tolist()} for i in range(200)]
             drive(pool, url, warm, "/v1/route", args.concurrency, 60)
@@ -221,7 +226,7 @@ def over_http(vectors: np.ndarray, texts: list[str], args, tmp: Path) -> dict:
             proc.terminate()
             proc.wait(30)
         if args.model_requests:
-            proc, url = start_server({"embedding": {"kind": "sentence-transformers"}}, tmp, "minilm")
+            proc, url = start_server({"embedding": {"kind": "sentence-transformers"}, "policy": args.policy}, tmp, "minilm")
             try:
                 drive(pool, url, [{"prompt": t} for t in texts[:40]], "/v1/route", args.concurrency, 120)
                 bodies = [{"prompt": texts[(i + 40) % len(texts)]} for i in range(args.model_requests)]
@@ -238,6 +243,7 @@ def main() -> int:
     parser.add_argument("--model-requests", type=int, default=300, help="requests in the real-model phase")
     parser.add_argument("--inproc", type=int, default=1000, help="calls per in-process measurement")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--policy", default="evidence-thompson", help="the router's [policy] name (default: the router's default)")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="time bound of each HTTP phase")
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     args = parser.parse_args()
@@ -249,12 +255,14 @@ def main() -> int:
     load_before = os.getloadavg()
     vectors = SentenceEmbedder(cache_dir=False).encode(texts[:500]).astype(float)
     with tempfile.TemporaryDirectory() as tmp:
-        results = {"in_process": in_process(vectors, args.inproc, Path(tmp)), "http": over_http(vectors, texts, args, Path(tmp))}
-    inproc_route = results["in_process"]["genbandit route (RFF-UCB, SQLite write)"]["per_second"]
-    results["http_over_in_process"] = results["http"]["/v1/route, precomputed embedding"]["per_second"] / inproc_route
+        results = {"in_process": in_process(vectors, args.inproc, Path(tmp), args.policy), "http": over_http(vectors, texts, args, Path(tmp))}
+    inproc = results["in_process"]
+    http_route = results["http"]["/v1/route, precomputed embedding"]["per_second"]
+    results["http_over_in_process"] = http_route / next(s["per_second"] for k, s in inproc.items() if k.startswith("genbandit route"))
+    results["http_over_select"] = http_route / next(s["per_second"] for k, s in inproc.items() if k.startswith("genbandit policy.select"))
     results["machine"] = {
         "cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load_before, "load_after": os.getloadavg(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "concurrency": args.concurrency,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "concurrency": args.concurrency, "policy": args.policy,
         "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
     }
     print(f"machine: {results['machine']}")
@@ -264,7 +272,7 @@ def main() -> int:
     print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) |\n|---|---|---|---|---|")
     for name, s in results["http"].items():
         print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} |")
-    print(f"\nHTTP routes/s over in-process routes/s (same run): {results['http_over_in_process']:.2f}")
+    print(f"\nHTTP routes/s over in-process routes/s (same run): {results['http_over_in_process']:.2f}; over policy.select/s: {results['http_over_select']:.2f}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0
