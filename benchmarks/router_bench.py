@@ -202,12 +202,28 @@ def _load_process(port: int, path: str, bodies: list[bytes], concurrency: int, m
     return runner(_drive(port, path, bodies, concurrency, max_seconds, headers))
 
 
-def drive(pool, url: str, bodies: list[dict], path: str, concurrency: int, max_seconds: float, headers: dict | None = None) -> tuple[dict, list]:
-    """Send ``bodies`` to ``url + path`` from the load generator process; (summary, parsed answers)."""
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) process ``pid`` has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def drive(pool, url: str, bodies: list[dict], path: str, concurrency: int, max_seconds: float, headers: dict | None = None,
+          server: subprocess.Popen | None = None) -> tuple[dict, list]:
+    """Send ``bodies`` to ``url + path`` from the load generator process; (summary, parsed answers).
+
+    With ``server``, the summary also holds the CPU time that process used per answered request
+    (``server_cpu_ms``): what a request costs the server, which a busy machine changes far less
+    than it changes requests per second.
+    """
     port = int(url.rsplit(":", 1)[1])
     encoded = [json.dumps(b).encode() for b in bodies]
+    before = cpu_seconds(server.pid) if server is not None else None
     latencies, wall, answers = pool.submit(_load_process, port, path, encoded, concurrency, max_seconds, headers).result()
-    return summary(latencies, wall), [None if a is None else json.loads(a) for a in answers]
+    out = summary(latencies, wall)
+    if before is not None:
+        out["server_cpu_ms"] = 1e3 * (cpu_seconds(server.pid) - before) / max(len(latencies), 1)
+    return out, [None if a is None else json.loads(a) for a in answers]
 
 
 def over_http(vectors: np.ndarray, texts: list[str], args, tmp: Path) -> dict:
@@ -218,10 +234,10 @@ def over_http(vectors: np.ndarray, texts: list[str], args, tmp: Path) -> dict:
             warm = [{"embedding": vectors[i % len(vectors)].tolist()} for i in range(200)]
             drive(pool, url, warm, "/v1/route", args.concurrency, 60)
             bodies = [{"embedding": vectors[i % len(vectors)].tolist()} for i in range(args.requests)]
-            out["/v1/route, precomputed embedding"], answers = drive(pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds)
+            out["/v1/route, precomputed embedding"], answers = drive(pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds, server=proc)
             rng = np.random.default_rng(2)
             fb = [{"decision_id": a["decision_id"], "reward": float(rng.uniform())} for a in answers if a]
-            out["/v1/feedback"], _ = drive(pool, url, fb, "/v1/feedback", args.concurrency, args.max_seconds, {"x-api-key": "bench-key"})
+            out["/v1/feedback"], _ = drive(pool, url, fb, "/v1/feedback", args.concurrency, args.max_seconds, {"x-api-key": "bench-key"}, server=proc)
         finally:
             proc.terminate()
             proc.wait(30)
@@ -230,7 +246,7 @@ def over_http(vectors: np.ndarray, texts: list[str], args, tmp: Path) -> dict:
             try:
                 drive(pool, url, [{"prompt": t} for t in texts[:40]], "/v1/route", args.concurrency, 120)
                 bodies = [{"prompt": texts[(i + 40) % len(texts)]} for i in range(args.model_requests)]
-                out["/v1/route, prompt embedded by all-MiniLM-L6-v2"], _ = drive(pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds)
+                out["/v1/route, prompt embedded by all-MiniLM-L6-v2"], _ = drive(pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds, server=proc)
             finally:
                 proc.terminate()
                 proc.wait(30)
@@ -253,13 +269,26 @@ def main() -> int:
 
     texts = prompts(max(args.model_requests + 20, 500))
     load_before = os.getloadavg()
-    vectors = SentenceEmbedder(cache_dir=False).encode(texts[:500]).astype(float)
+    embedder = SentenceEmbedder(cache_dir=False)
+    vectors = embedder.encode(texts[:500]).astype(float)
     with tempfile.TemporaryDirectory() as tmp:
         results = {"in_process": in_process(vectors, args.inproc, Path(tmp), args.policy), "http": over_http(vectors, texts, args, Path(tmp))}
+    if args.model_requests:  # the model alone on the prompts of the HTTP phase, in batches of one per client: the ceiling of that phase
+        import torch
+
+        torch.set_num_threads(1)  # as genbandit serve runs it ([embedding] threads = 1)
+        model, k = embedder._load(), args.concurrency
+        batches = [texts[40 + i : 40 + i + k] for i in range(0, args.model_requests, k)]
+        lat, _ = timed(lambda b: model.encode(b, batch_size=k, normalize_embeddings=True, show_progress_bar=False), batches)
+        results["in_process"][f"all-MiniLM-L6-v2 forward pass alone, batches of {k}, 1 thread (per second: texts)"] = {
+            **summary(lat, sum(lat)), "n": sum(map(len, batches)), "per_second": sum(map(len, batches)) / sum(lat)}
     inproc = results["in_process"]
     http_route = results["http"]["/v1/route, precomputed embedding"]["per_second"]
     results["http_over_in_process"] = http_route / next(s["per_second"] for k, s in inproc.items() if k.startswith("genbandit route"))
     results["http_over_select"] = http_route / next(s["per_second"] for k, s in inproc.items() if k.startswith("genbandit policy.select"))
+    if args.model_requests:
+        results["minilm_http_over_forward"] = (results["http"]["/v1/route, prompt embedded by all-MiniLM-L6-v2"]["per_second"]
+                                               / next(s["per_second"] for k, s in inproc.items() if k.startswith("all-MiniLM")))
     results["machine"] = {
         "cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load_before, "load_after": os.getloadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "concurrency": args.concurrency, "policy": args.policy,
@@ -269,10 +298,12 @@ def main() -> int:
     print("\n| in process | calls | per second | median (µs) | p99 (µs) |\n|---|---|---|---|---|")
     for name, s in results["in_process"].items():
         print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms'] * 1e3:.0f} | {s['p99_ms'] * 1e3:.0f} |")
-    print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) |\n|---|---|---|---|---|")
+    print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) | server CPU per request (ms) |\n|---|---|---|---|---|---|")
     for name, s in results["http"].items():
-        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} |")
+        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['server_cpu_ms']:.2f} |")
     print(f"\nHTTP routes/s over in-process routes/s (same run): {results['http_over_in_process']:.2f}; over policy.select/s: {results['http_over_select']:.2f}")
+    if args.model_requests:
+        print(f"MiniLM routes/s over HTTP over the model's own texts/s in batches of {args.concurrency}: {results['minilm_http_over_forward']:.2f}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -54,6 +54,7 @@ def learned(state: dict) -> dict:
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "server": {"reward_range": [1, 0]}}, "low < high"),
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "policy": {"params": {"n_arms": 3}}}, "fills them in"),
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"kind": "hashing"}}, "dim"),
+        ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"threads": 0}}, r"\[embedding\] threads: must be an integer >= 1"),
     ],
 )
 def test_config_errors_are_clear(raw, message):
