@@ -265,7 +265,11 @@ def main() -> int:
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from threadpoolctl import threadpool_limits
+
     from genbandit.embeddings import SentenceEmbedder
+
+    threadpool_limits(1, user_api="blas")  # as genbandit serve runs (its server has the same limit)
 
     texts = prompts(max(args.model_requests + 20, 500))
     load_before = os.getloadavg()
