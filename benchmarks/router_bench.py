@@ -6,19 +6,22 @@ Run by hand (not in CI), from the repository root::
 
 What it measures (every request goes to 127.0.0.1 only, and every phase is bounded in count and time):
 
-1. In process: ``Router.route`` on a precomputed 384-d embedding (policy, decision write to SQLite)
-   and ``Router.feedback`` (durable log append + policy update), the policy's ``select`` alone, and
-   ParetoBandit's ``BanditRouter.route`` / ``process_feedback`` on the same vectors (its
-   ``FeatureService.for_precomputed``: no PCA, no encoder).
+1. In process (NumPy's BLAS on one thread, as in ``genbandit serve``): ``Router.route`` on a
+   precomputed 384-d embedding (``--policy``, default the router's default: select, the recorded
+   propensity, decision write to SQLite) and ``Router.feedback`` (durable log append + policy
+   update), the policy's ``select`` alone, ParetoBandit's ``BanditRouter.route`` /
+   ``process_feedback`` on the same vectors (its ``FeatureService.for_precomputed``: no PCA, no
+   encoder), and all-MiniLM-L6-v2 alone on the MiniLM phase's prompts in batches of one per client.
 2. Over HTTP, ``genbandit serve`` in a child process: ``/v1/route`` with precomputed embeddings,
    then ``/v1/feedback`` for those decisions, from ``--concurrency`` keep-alive connections; then
    ``/v1/route`` with prompt text embedded by the real all-MiniLM-L6-v2 model. The load generator
    runs in its own process (raw HTTP/1.1 over asyncio streams, on uvloop when installed), so that
    its cost is not the server's.
 
-Decisions per second are completed requests divided by the phase's wall time. The run also reports
-HTTP routes/s over in-process routes/s: on a shared machine the absolute numbers follow its load,
-the ratio much less.
+Decisions per second are completed requests divided by the phase's wall time; each HTTP phase also
+reports the server process's CPU time per request. The run also reports HTTP routes/s over
+in-process routes/s and over ``select``/s, and MiniLM routes/s over the model's own texts/s: on a
+shared machine the absolute numbers follow its load, the ratios and the CPU per request much less.
 """
 
 from __future__ import annotations
