@@ -6,19 +6,22 @@ Run by hand (not in CI), from the repository root::
 
 What it measures (every request goes to 127.0.0.1 only, and every phase is bounded in count and time):
 
-1. In process: ``Router.route`` on a precomputed 384-d embedding (policy, decision write to SQLite)
-   and ``Router.feedback`` (durable log append + policy update), the policy's ``select`` alone, and
-   ParetoBandit's ``BanditRouter.route`` / ``process_feedback`` on the same vectors (its
-   ``FeatureService.for_precomputed``: no PCA, no encoder).
+1. In process (NumPy's BLAS on one thread, as in ``genbandit serve``): ``Router.route`` on a
+   precomputed 384-d embedding (``--policy``, default the router's default: select, the recorded
+   propensity, decision write to SQLite) and ``Router.feedback`` (durable log append + policy
+   update), the policy's ``select`` alone, ParetoBandit's ``BanditRouter.route`` /
+   ``process_feedback`` on the same vectors (its ``FeatureService.for_precomputed``: no PCA, no
+   encoder), and all-MiniLM-L6-v2 alone on the MiniLM phase's prompts in batches of one per client.
 2. Over HTTP, ``genbandit serve`` in a child process: ``/v1/route`` with precomputed embeddings,
    then ``/v1/feedback`` for those decisions, from ``--concurrency`` keep-alive connections; then
    ``/v1/route`` with prompt text embedded by the real all-MiniLM-L6-v2 model. The load generator
    runs in its own process (raw HTTP/1.1 over asyncio streams, on uvloop when installed), so that
    its cost is not the server's.
 
-Decisions per second are completed requests divided by the phase's wall time. The run also reports
-HTTP routes/s over in-process routes/s: on a shared machine the absolute numbers follow its load,
-the ratio much less.
+Decisions per second are completed requests divided by the phase's wall time; each HTTP phase also
+reports the server process's CPU time per request. The run also reports HTTP routes/s over
+in-process routes/s and over ``select``/s, and MiniLM routes/s over the model's own texts/s: on a
+shared machine the absolute numbers follow its load, the ratios and the CPU per request much less.
 """
 
 from __future__ import annotations
@@ -65,11 +68,12 @@ def summary(lat_s: list[float], wall: float) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ in process
-def in_process(vectors: np.ndarray, n: int, tmp: Path) -> dict:
+def in_process(vectors: np.ndarray, n: int, tmp: Path, policy: str) -> dict:
     from genbandit.router import Router, load_router_config
 
     config = load_router_config({
         "models": [{"name": m, "base_url": "http://127.0.0.1:9/v1"} for m in ("small", "medium", "large")],
+        "policy": {"name": policy},
         "embedding": {"kind": "none", "dim": vectors.shape[1]},
         "store": {"path": str(tmp / "inproc.db"), "snapshot_every": 10**9},
         "auth": {"feedback_keys": ["k"]},
@@ -86,10 +90,11 @@ def in_process(vectors: np.ndarray, n: int, tmp: Path) -> dict:
     with ThreadPoolExecutor(8) as pool:
         t_par = [t for lat, _ in pool.map(lambda did: timed(lambda d: router.feedback(d, 0.5), [did]), ids) for t in lat]
     wall = time.perf_counter() - start
-    out["genbandit route (RFF-UCB, SQLite write)"] = summary(t_route, sum(t_route))
+    name = type(router.policy).__name__
+    out[f"genbandit route ({name}, SQLite write)"] = summary(t_route, sum(t_route))
     out["genbandit feedback (durable append + update)"] = summary(t_fb, sum(t_fb))
     out["genbandit feedback from 8 threads (group commit)"] = summary(t_par, wall)
-    out["genbandit policy.select alone (RFF-UCB)"] = summary(t_sel, sum(t_sel))
+    out[f"genbandit policy.select alone ({name})"] = summary(t_sel, sum(t_sel))
     router.close()
 
     try:
@@ -129,6 +134,9 @@ def start_server(config: dict, tmp: Path, name: str) -> tuple[subprocess.Popen, 
              '[[models]]\nname = "large"\nbase_url = "http://127.0.0.1:9/v1"']
     lines.append("[embedding]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in config["embedding"].items()))
     lines.append(f'[store]\npath = "{tmp / (name + ".db")}"\nsynchronous = "{config.get("synchronous", "full")}"')
+    lines.append(f'[policy]\nname = "{config["policy"]}"')
+    if config.get("server"):
+        lines.append("[server]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in config["server"].items()))
     lines.append('[auth]\nfeedback_keys = ["bench-key"]')
     path = tmp / f"{name}.toml"
     path.write_text("\n\n".join(lines) + "\n")
@@ -197,35 +205,51 @@ def _load_process(port: int, path: str, bodies: list[bytes], concurrency: int, m
     return runner(_drive(port, path, bodies, concurrency, max_seconds, headers))
 
 
-def drive(pool, url: str, bodies: list[dict], path: str, concurrency: int, max_seconds: float, headers: dict | None = None) -> tuple[dict, list]:
-    """Send ``bodies`` to ``url + path`` from the load generator process; (summary, parsed answers)."""
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) process ``pid`` has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def drive(pool, url: str, bodies: list[dict], path: str, concurrency: int, max_seconds: float, headers: dict | None = None,
+          server: subprocess.Popen | None = None) -> tuple[dict, list]:
+    """Send ``bodies`` to ``url + path`` from the load generator process; (summary, parsed answers).
+
+    With ``server``, the summary also holds the CPU time that process used per answered request
+    (``server_cpu_ms``): what a request costs the server, which a busy machine changes far less
+    than it changes requests per second.
+    """
     port = int(url.rsplit(":", 1)[1])
     encoded = [json.dumps(b).encode() for b in bodies]
+    before = cpu_seconds(server.pid) if server is not None else None
     latencies, wall, answers = pool.submit(_load_process, port, path, encoded, concurrency, max_seconds, headers).result()
-    return summary(latencies, wall), [None if a is None else json.loads(a) for a in answers]
+    out = summary(latencies, wall)
+    if before is not None:
+        out["server_cpu_ms"] = 1e3 * (cpu_seconds(server.pid) - before) / max(len(latencies), 1)
+    return out, [None if a is None else json.loads(a) for a in answers]
 
 
 def over_http(vectors: np.ndarray, texts: list[str], args, tmp: Path) -> dict:
     out = {}
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        proc, url = start_server({"embedding": {"kind": "none", "dim": int(vectors.shape[1])}}, tmp, "precomputed")
+        proc, url = start_server({"embedding": {"kind": "none", "dim": int(vectors.shape[1])}, "policy": args.policy}, tmp, "precomputed")
         try:
             warm = [{"embedding": vectors[i % len(vectors)].tolist()} for i in range(200)]
             drive(pool, url, warm, "/v1/route", args.concurrency, 60)
             bodies = [{"embedding": vectors[i % len(vectors)].tolist()} for i in range(args.requests)]
-            out["/v1/route, precomputed embedding"], answers = drive(pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds)
+            out["/v1/route, precomputed embedding"], answers = drive(pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds, server=proc)
             rng = np.random.default_rng(2)
             fb = [{"decision_id": a["decision_id"], "reward": float(rng.uniform())} for a in answers if a]
-            out["/v1/feedback"], _ = drive(pool, url, fb, "/v1/feedback", args.concurrency, args.max_seconds, {"x-api-key": "bench-key"})
+            out["/v1/feedback"], _ = drive(pool, url, fb, "/v1/feedback", args.concurrency, args.max_seconds, {"x-api-key": "bench-key"}, server=proc)
         finally:
             proc.terminate()
             proc.wait(30)
         if args.model_requests:
-            proc, url = start_server({"embedding": {"kind": "sentence-transformers"}}, tmp, "minilm")
+            proc, url = start_server({"embedding": {"kind": "sentence-transformers"}, "policy": args.policy}, tmp, "minilm")
             try:
                 drive(pool, url, [{"prompt": t} for t in texts[:40]], "/v1/route", args.concurrency, 120)
                 bodies = [{"prompt": texts[(i + 40) % len(texts)]} for i in range(args.model_requests)]
-                out["/v1/route, prompt embedded by all-MiniLM-L6-v2"], _ = drive(pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds)
+                out["/v1/route, prompt embedded by all-MiniLM-L6-v2"], _ = drive(pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds, server=proc)
             finally:
                 proc.terminate()
                 proc.wait(30)
@@ -238,33 +262,55 @@ def main() -> int:
     parser.add_argument("--model-requests", type=int, default=300, help="requests in the real-model phase")
     parser.add_argument("--inproc", type=int, default=1000, help="calls per in-process measurement")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--policy", default="evidence-thompson", help="the router's [policy] name (default: the router's default)")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="time bound of each HTTP phase")
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     args = parser.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from threadpoolctl import threadpool_limits
+
     from genbandit.embeddings import SentenceEmbedder
+
+    threadpool_limits(1, user_api="blas")  # as genbandit serve runs (its server has the same limit)
 
     texts = prompts(max(args.model_requests + 20, 500))
     load_before = os.getloadavg()
-    vectors = SentenceEmbedder(cache_dir=False).encode(texts[:500]).astype(float)
+    embedder = SentenceEmbedder(cache_dir=False)
+    vectors = embedder.encode(texts[:500]).astype(float)
     with tempfile.TemporaryDirectory() as tmp:
-        results = {"in_process": in_process(vectors, args.inproc, Path(tmp)), "http": over_http(vectors, texts, args, Path(tmp))}
-    inproc_route = results["in_process"]["genbandit route (RFF-UCB, SQLite write)"]["per_second"]
-    results["http_over_in_process"] = results["http"]["/v1/route, precomputed embedding"]["per_second"] / inproc_route
+        results = {"in_process": in_process(vectors, args.inproc, Path(tmp), args.policy), "http": over_http(vectors, texts, args, Path(tmp))}
+    if args.model_requests:  # the model alone on the prompts of the HTTP phase, in batches of one per client: the ceiling of that phase
+        import torch
+
+        torch.set_num_threads(1)  # as genbandit serve runs it ([embedding] threads = 1)
+        model, k = embedder._load(), args.concurrency
+        batches = [texts[40 + i : 40 + i + k] for i in range(0, args.model_requests, k)]
+        lat, _ = timed(lambda b: model.encode(b, batch_size=k, normalize_embeddings=True, show_progress_bar=False), batches)
+        results["in_process"][f"all-MiniLM-L6-v2 forward pass alone, batches of {k}, 1 thread (per second: texts)"] = {
+            **summary(lat, sum(lat)), "n": sum(map(len, batches)), "per_second": sum(map(len, batches)) / sum(lat)}
+    inproc = results["in_process"]
+    http_route = results["http"]["/v1/route, precomputed embedding"]["per_second"]
+    results["http_over_in_process"] = http_route / next(s["per_second"] for k, s in inproc.items() if k.startswith("genbandit route"))
+    results["http_over_select"] = http_route / next(s["per_second"] for k, s in inproc.items() if k.startswith("genbandit policy.select"))
+    if args.model_requests:
+        results["minilm_http_over_forward"] = (results["http"]["/v1/route, prompt embedded by all-MiniLM-L6-v2"]["per_second"]
+                                               / next(s["per_second"] for k, s in inproc.items() if k.startswith("all-MiniLM")))
     results["machine"] = {
         "cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load_before, "load_after": os.getloadavg(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "concurrency": args.concurrency,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "concurrency": args.concurrency, "policy": args.policy,
         "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
     }
     print(f"machine: {results['machine']}")
     print("\n| in process | calls | per second | median (µs) | p99 (µs) |\n|---|---|---|---|---|")
     for name, s in results["in_process"].items():
         print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms'] * 1e3:.0f} | {s['p99_ms'] * 1e3:.0f} |")
-    print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) |\n|---|---|---|---|---|")
+    print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) | server CPU per request (ms) |\n|---|---|---|---|---|---|")
     for name, s in results["http"].items():
-        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} |")
-    print(f"\nHTTP routes/s over in-process routes/s (same run): {results['http_over_in_process']:.2f}")
+        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['server_cpu_ms']:.2f} |")
+    print(f"\nHTTP routes/s over in-process routes/s (same run): {results['http_over_in_process']:.2f}; over policy.select/s: {results['http_over_select']:.2f}")
+    if args.model_requests:
+        print(f"MiniLM routes/s over HTTP over the model's own texts/s in batches of {args.concurrency}: {results['minilm_http_over_forward']:.2f}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -13,6 +13,7 @@ import contextlib
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 from fastapi.testclient import TestClient
@@ -53,6 +54,7 @@ def learned(state: dict) -> dict:
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "server": {"reward_range": [1, 0]}}, "low < high"),
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "policy": {"params": {"n_arms": 3}}}, "fills them in"),
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"kind": "hashing"}}, "dim"),
+        ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"threads": 0}}, r"\[embedding\] threads: must be an integer >= 1"),
     ],
 )
 def test_config_errors_are_clear(raw, message):
@@ -338,3 +340,41 @@ def test_batched_embedder_gives_every_caller_its_own_rows():
         outs = list(pool.map(batched.encode, texts))
     for t, out in zip(texts, outs):
         np.testing.assert_allclose(out, inner.encode(t), rtol=0, atol=1e-12)
+
+
+def test_batched_embedder_waits_for_callers_that_come_back_together():
+    import threading
+
+    from genbandit.router.embedders import HashingEmbedder, _Batched
+
+    sizes, busy, release = [], threading.Event(), threading.Event()
+
+    class Gated(HashingEmbedder):  # the first forward pass holds on until three more callers queue behind it
+        def encode(self, texts):
+            sizes.append(len(texts))
+            if len(sizes) == 1:
+                busy.set()
+                release.wait(10)
+            return super().encode(texts)
+
+    batched = _Batched(Gated(dim=8), window_s=5.0)
+
+    def callers(n: int, gap_s: float) -> None:
+        threads = [threading.Thread(target=batched.encode, args=([f"prompt {i}"],)) for i in range(n)]
+        for t in threads:
+            t.start()
+            time.sleep(gap_s)
+        if not release.is_set():
+            while len(batched._queue) < n:
+                time.sleep(0.001)
+            release.set()
+        for t in threads:
+            t.join(10)
+
+    first = threading.Thread(target=batched.encode, args=(["alone"],))
+    first.start()
+    assert busy.wait(10)
+    callers(3, 0.0)  # queued while the model was busy: one batch of 3
+    first.join(10)
+    callers(3, 0.1)  # three callers back 0.1 s apart: the window (5 s) gathers them into one batch again
+    assert sizes == [1, 3, 3]

@@ -50,6 +50,7 @@ A config, in full (every table but ``[[models]]`` is optional)::
     kind = "sentence-transformers"  # or "hashing" (no model), or "none" (clients send embeddings)
     model = "all-MiniLM-L6-v2"
     dim = 384                     # for "hashing" and "none"
+    threads = 1                   # torch threads of the model under genbandit serve (the event loop needs a core too)
 
     [store]
     kind = "sqlite"               # or "redis" (several replicas sharing one policy)
@@ -149,6 +150,7 @@ class EmbeddingSpec:
     model: str = "all-MiniLM-L6-v2"
     dim: int | None = None
     cache_dir: str | None = None
+    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -334,6 +336,7 @@ def load_router_config(source: str | Path | dict) -> RouterConfig:
         model=_string(e.get("model", "all-MiniLM-L6-v2"), "[embedding] model"),
         dim=dim,
         cache_dir=_string(e["cache_dir"], "[embedding] cache_dir") if "cache_dir" in e else None,
+        threads=_int(e.get("threads", 1), "[embedding] threads"),
     )
 
     s = _check_keys(raw.get("store", {}), set(StoreSpec.__dataclass_fields__), "[store]")

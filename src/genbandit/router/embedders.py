@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 
 import numpy as np
 
@@ -53,33 +54,47 @@ class _Batched:
     """Runs a model for several threads at once: texts that arrive while it is busy go in one batch.
 
     Whichever waiting thread takes the lock embeds every queued text in one forward pass (a
-    batch of 8 costs far less than 8 single calls on a CPU) and hands each caller its rows. If
-    the batch fails, each caller's texts are embedded alone, so an error reaches only its caller.
+    batch of 8 costs far less than 8 single calls on a CPU) and hands each caller its rows.
+    Callers that come back together (clients answered by one batch send their next prompt at
+    about the same time) would otherwise be split into a batch of the first alone and a batch
+    of the rest: so when fewer callers wait than the last batch held, the batch waits up to
+    ``window_s`` for them to arrive (a lone client never waits, its last batch held one). If the
+    batch fails, each caller's texts are embedded alone, so an error reaches only its caller.
     :class:`~genbandit.embeddings.SentenceEmbedder` keeps every vector it made in memory; a
     server sees endless new prompts, so that memory is dropped once it holds ``max_cached``.
     """
 
-    def __init__(self, inner, max_batch: int = 64, max_cached: int = 10000) -> None:
+    def __init__(self, inner, max_batch: int = 64, max_cached: int = 10000, window_s: float = 0.005) -> None:
         self.inner = inner
         self.max_batch = max_batch
         self.max_cached = max_cached
+        self.window_s = window_s
         self._lock = threading.Lock()
-        self._queue_lock = threading.Lock()
+        self._arrived = threading.Condition()  # guards the queue; notified when a caller queues its texts
         self._queue: list[list] = []  # [texts, result, error, done]
+        self._last_batch = 1  # callers in the last batch
 
     def encode(self, texts: list[str]) -> np.ndarray:
         item = [list(texts), None, None, False]
-        with self._queue_lock:
+        with self._arrived:
             self._queue.append(item)
+            self._arrived.notify()
         while not item[3]:
             with self._lock:
                 if item[3]:
                     break
-                with self._queue_lock:
+                with self._arrived:
+                    deadline = time.monotonic() + self.window_s
+                    while len(self._queue) < self._last_batch and sum(len(it[0]) for it in self._queue) < self.max_batch:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._arrived.wait(left)
                     batch, size = [], 0
                     while self._queue and (not batch or size + len(self._queue[0][0]) <= self.max_batch):
                         size += len(self._queue[0][0])
                         batch.append(self._queue.pop(0))
+                    self._last_batch = len(batch)
                 self._run(batch)
         if item[2] is not None:
             raise item[2]

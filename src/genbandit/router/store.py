@@ -183,7 +183,8 @@ class SQLiteStore(Store):
         self._max_batch = max_batch
         self._puts = 0
         self._pending: OrderedDict[str, float] | None = None  # decision id -> created; the writer thread's
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()  # lists of writes (None: stop)
+        self._held: dict[asyncio.AbstractEventLoop, list] = {}  # writes an event loop submitted in its current turn
         self._local = threading.local()
         self._conn = self._connect()
         self._conn.executescript(_SCHEMA)
@@ -215,12 +216,33 @@ class SQLiteStore(Store):
 
     # -------------------------------------------------------------- the writer thread
     def _submit(self, fn, *args, durable: bool = True, loop: asyncio.AbstractEventLoop | None = None):
-        """Queue a write; its future (an asyncio one on ``loop``, else a thread one) completes after its commit."""
+        """Queue a write; its future (an asyncio one on ``loop``, else a thread one) completes after its commit.
+
+        The writes an event loop submits in one turn are handed to the writer thread together, at
+        the end of the turn: one wake-up of the writer (and one hand-over of the interpreter) for
+        all of them, not one each.
+        """
         if self._closed:
             raise StoreUnavailable("The SQLite store is closed.")
-        future = loop.create_future() if loop is not None else Future()
-        self._queue.put((fn, args, durable, future))
+        if loop is None:
+            future: Any = Future()
+            self._queue.put([(fn, args, durable, future)])
+            return future
+        future = loop.create_future()
+        held = self._held.get(loop)
+        if held is None:
+            held = self._held[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        held.append((fn, args, durable, future))
         return future
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Give the writer thread what ``loop`` submitted in this turn (on that loop's thread)."""
+        held = self._held.pop(loop)
+        if self._closed:
+            _settle_all([(future, None, StoreUnavailable("The SQLite store is closed.")) for *_, future in held])
+        else:
+            self._queue.put(held)
 
     def _write(self, fn, *args, durable: bool = True):
         return self._submit(fn, *args, durable=durable).result()
@@ -228,14 +250,16 @@ class SQLiteStore(Store):
     def _run(self) -> None:
         stop = False
         while not stop:
-            batch = [self._queue.get()]
-            while len(batch) < self._max_batch:
+            parts = [self._queue.get()]
+            size = len(parts[0] or ())
+            while size < self._max_batch:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    parts.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            stop = None in batch
-            self._commit([it for it in batch if it is not None])
+                size += len(parts[-1] or ())
+            stop = None in parts
+            self._commit([op for part in parts if part is not None for op in part])
 
     def _commit(self, batch: list[tuple]) -> None:
         if not batch:
