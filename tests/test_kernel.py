@@ -373,3 +373,21 @@ def test_standard_and_runtime_units_record_what_the_report_needs(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "OtB and OPR against rounds" in report and "Run time against rounds" in report and "Acceptance checks" in report
     assert (tmp_path / "figures" / "runtime-vs-rounds.png").exists()
+
+
+@pytest.mark.parametrize("n_runs", [1, 3])
+def test_rffucb_probabilities_are_exact_and_the_next_select_agrees(n_runs):
+    """Exact propensities for the router's log: one-hot on the UCB leader, split evenly over ties (untried arms);
+    the compiled one-run path and the batched path agree, and select takes the arm they name."""
+    rng = np.random.default_rng(0)
+    policy = RFFUCB(n_arms=3, n_features=8, seed=0)
+    policy.reset(n_runs)
+    x = rng.standard_normal((n_runs, 8))
+    assert policy._probabilities(x) == pytest.approx(np.full((n_runs, 3), 1 / 3))
+    for _ in range(60):
+        x = rng.standard_normal((n_runs, 8))
+        probs = policy._probabilities(x)
+        arms = policy._select(x)
+        assert np.all(probs[np.arange(n_runs), arms] > 0)
+        policy._learn(arms, rng.uniform(size=n_runs), x)
+    assert probs.max(axis=1) == pytest.approx(np.ones(n_runs))  # every arm tried: no ties left

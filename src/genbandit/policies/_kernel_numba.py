@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["features_and_h", "rff_ucb_select", "rff_ucb_update"]
+__all__ = ["features_and_h", "rff_ucb_index", "rff_ucb_choose", "rff_ucb_update"]
 
 # reassociation lets the dot products vectorise; no flag that assumes finite values (untried arms are +inf)
 _LINALG = {"reassoc", "contract"}
@@ -53,11 +53,9 @@ def features_and_h(omega, phase, cos_sin, y, Ainv, f, h):  # pragma: no cover - 
 
 
 @njit(cache=True)
-def _choose(f, h, b, counts, feature_sums, score_sums, center, eta, ties):  # pragma: no cover - compiled
-    """The arm of largest ``mu_g + eta sigma_g`` (untried arms +inf); exact ties to the largest uniform in ``ties``."""
-    n_arms = h.shape[0]
-    index = np.empty(n_arms)
-    for g in range(n_arms):
+def rff_ucb_index(f, h, b, counts, feature_sums, score_sums, center, eta, index):  # pragma: no cover - compiled
+    """Fill ``index[g]`` with ``mu_g + eta sigma_g`` from ``phi`` and ``A_g^-1 phi`` (untried arms +inf)."""
+    for g in range(h.shape[0]):
         if counts[g] == 0:
             index[g] = np.inf
             continue
@@ -65,19 +63,20 @@ def _choose(f, h, b, counts, feature_sums, score_sums, center, eta, ties):  # pr
         if center:
             mu = mu + score_sums[g] / counts[g] * (1.0 - _dot(h[g], feature_sums[g]))
         index[g] = mu + eta * math.sqrt(max(_dot(h[g], f), 0.0))
+
+
+@njit(cache=True)
+def rff_ucb_choose(f, h, b, counts, feature_sums, score_sums, center, eta, ties):  # pragma: no cover - compiled
+    """The arm of largest ``mu_g + eta sigma_g`` (untried arms +inf); exact ties to the largest uniform in ``ties``."""
+    n_arms = h.shape[0]
+    index = np.empty(n_arms)
+    rff_ucb_index(f, h, b, counts, feature_sums, score_sums, center, eta, index)
     top = index.max()
     arm, best_tie = 0, 0.0
     for g in range(n_arms):  # as argmax_random_ties: the first largest ``ties + 1`` among the best
         if index[g] == top and ties[g] + 1.0 > best_tie:
             arm, best_tie = g, ties[g] + 1.0
     return arm
-
-
-@njit(cache=True)
-def rff_ucb_select(omega, phase, cos_sin, y, Ainv, b, counts, feature_sums, score_sums, center, eta, ties, f, h):  # pragma: no cover - compiled
-    """One run's RFF-UCB choice at context ``y``; leaves ``phi(y)`` in ``f`` and ``A_g^-1 phi`` in ``h`` for the update."""
-    features_and_h(omega, phase, cos_sin, y, Ainv, f, h)
-    return _choose(f, h, b, counts, feature_sums, score_sums, center, eta, ties)
 
 
 @njit(cache=True, fastmath=_LINALG)

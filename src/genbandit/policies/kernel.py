@@ -30,7 +30,7 @@ import numpy as np
 from ..core.base import Policy
 from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, Options
-from ._kernel_numba import features_and_h, rff_ucb_select, rff_ucb_update
+from ._kernel_numba import features_and_h, rff_ucb_choose, rff_ucb_index, rff_ucb_update
 from ._stats import argmax_random_ties
 from .classic import BestSingle, Greedy  # noqa: F401  (the paper's context-free baselines, importable from here too)
 
@@ -485,14 +485,27 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
         sums = (self._feature_sums[0], self._score_sums[0]) if self.center else (_NO_SUMS, _NO_SUMS[0])
         return self._Ainv[0], self._b[0], self._counts[0], *sums, self.center
 
+    def _index(self, contexts: np.ndarray) -> np.ndarray:
+        """``mu_g + eta sigma_g`` of every arm, +inf for untried arms, ``(n_runs, n_arms)``."""
+        if self._compiled():
+            f, h = self._features_and_h(contexts)
+            index = np.empty((1, self.n_arms))
+            rff_ucb_index(f[0], h[0], *self._one_run()[1:], self._eta(), index[0])
+            return index
+        mu, sd = self.ucb(contexts)
+        return np.where(self._counts == 0, np.inf, mu + self._eta() * sd)
+
     def _select(self, contexts: np.ndarray) -> np.ndarray:
         if self._compiled():
-            f, h = self._one_run_buffers()
-            arm = rff_ucb_select(*self._one_run_map(), contexts[0], *self._one_run(), self._eta(), self._rng.random(self.n_arms), f[0], h[0])
-            self._cache_put(contexts, f, h)
-            return np.array([arm])
-        mu, sd = self.ucb(contexts)
-        return argmax_random_ties(np.where(self._counts == 0, np.inf, mu + self._eta() * sd), self._rng)
+            f, h = self._features_and_h(contexts)  # computed once per context: by probabilities() when it came first
+            return np.array([rff_ucb_choose(f[0], h[0], *self._one_run()[1:], self._eta(), self._rng.random(self.n_arms))])
+        return argmax_random_ties(self._index(contexts), self._rng)
+
+    def _probabilities(self, contexts: np.ndarray) -> np.ndarray:
+        """Exact: the UCB rule is deterministic but for ties, which ``select`` breaks uniformly at random."""
+        index = self._index(contexts)
+        top = index == index.max(axis=1, keepdims=True)
+        return top / top.sum(axis=1, keepdims=True)
 
     def _update(self, actions: np.ndarray, feedback: np.ndarray, contexts: np.ndarray) -> None:
         rows = np.arange(actions.shape[0])
