@@ -311,8 +311,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         return (choices[..., None] == np.arange(self.n_arms)).mean(1)
 
     def _scores(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(mean, var, value, spread, untried, lo, span): each model's posterior at the context and context-free and
-        whether it was never played, ``(n_runs, n_arms)``, and the observed reward range ``(n_runs, 1)``."""
+        """(mean, var, value, spread, noise, untried, lo, span): each model's posterior at the context and context-free,
+        its noise variance and whether it was never played, ``(n_runs, n_arms)``, and the observed reward range ``(n_runs, 1)``."""
         s2 = self._noise()
         value, weight = self._intercepts()
         mean, var = self._posterior(contexts, s2, value, weight)
@@ -327,9 +327,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (self.price[:, None] / self.budget)
             mean, value = mean - cost, value - cost
         lo, span = self._ymin[:, None], np.maximum(self._ymax - self._ymin, _TINY)[:, None]
-        return mean, var, value, spread, self._n == 0, lo, span
+        return mean, var, value, spread, s2, self._n == 0, lo, span
 
-    def _choose(self, mean, var, value, spread, untried, lo, span, rng: np.random.Generator) -> np.ndarray:
+    def _choose(self, mean, var, value, spread, noise, untried, lo, span, rng: np.random.Generator) -> np.ndarray:
         """The model each row plays, from its scores (see :meth:`_scores`) and draws from ``rng``."""
         if self.override_z is None:
             return _thompson(mean, var, untried, rng)
@@ -346,7 +346,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         # this prompt is confidently worse than average for the base model: sample the per-prompt posterior instead
         odd = value[rows, base] - mean[rows, base] > 2.0 * self.override_z * np.sqrt(var[rows, base] + spread[rows, base])
         if odd.any():
-            base = np.where(odd, _thompson(mean, var, untried, rng), base)
+            base = np.where(odd, _information_directed(mean, var, noise, rng), base)
         return np.where(sure, best, base)
 
     def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, lo: np.ndarray, span: np.ndarray, untried: np.ndarray,
@@ -592,6 +592,47 @@ def _thompson(mean: np.ndarray, var: np.ndarray, untried: np.ndarray, rng: np.ra
     """One Gaussian posterior draw per model and run, the largest wins; untried models first."""
     draw = mean + np.sqrt(var) * rng.standard_normal(mean.shape)
     return argmax_random_ties(np.where(untried, np.inf, draw), rng) if untried.any() else draw.argmax(1)
+
+
+def _information_directed(mean: np.ndarray, var: np.ndarray, noise: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Information-directed sampling (Russo & Van Roy 2018): the law over models of least information ratio.
+
+    Per model, its expected gap under the posterior, ``Delta_a = E[max_b theta_b] - mean_a`` (the
+    expected maximum of the independent Gaussian posteriors by Clark's 1961 moment recursion), and
+    the information one outcome gives about its mean, ``I_a = log(1 + var_a / noise_a) / 2`` (the
+    Gaussian information gain of Kirschner & Krause 2018). The law minimises ``(E Delta)^2 / E I``
+    and has a minimiser on at most two models (Russo & Van Roy 2018, Proposition 6): for each pair
+    the best mixture, ``q = Delta_b / (Delta_a - Delta_b) - 2 I_b / (I_a - I_b)`` clipped to [0, 1]
+    or an end, then the best pair. A model much worse at this prompt is tried only when it is
+    informative in proportion to its gap squared, where a Thompson draw tries it whenever its
+    posterior is wide.
+    """
+    from scipy.special import ndtr
+
+    sd = np.sqrt(var)
+    top, second = mean[:, 0], var[:, 0]
+    for b in range(1, mean.shape[1]):
+        theta = np.sqrt(np.maximum(second + var[:, b], _TINY))
+        alpha = (top - mean[:, b]) / theta
+        cdf, pdf = ndtr(alpha), np.exp(-0.5 * alpha * alpha) / math.sqrt(2.0 * math.pi)
+        moment = (top * top + second) * cdf + (mean[:, b] ** 2 + sd[:, b] ** 2) * (1.0 - cdf) + (top + mean[:, b]) * theta * pdf
+        top = top * cdf + mean[:, b] * (1.0 - cdf) + theta * pdf
+        second = np.maximum(moment - top * top, 0.0)
+    gap = np.maximum(np.maximum(top, mean.max(1))[:, None] - mean, 0.0)
+    info = np.maximum(0.5 * np.log1p(var / np.maximum(noise, _TINY)), _TINY)
+    n_rows, n_arms = mean.shape
+    a, b = np.triu_indices(n_arms, 1)
+    a, b = np.concatenate([a, np.arange(n_arms)]), np.concatenate([b, np.arange(n_arms)])  # the pairs, then each model alone
+    da, db, ia, ib = gap[:, a], gap[:, b], info[:, a], info[:, b]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.clip(np.nan_to_num(db / (da - db) - 2.0 * ib / (ia - ib), nan=1.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
+    candidates = np.stack([q, np.zeros_like(q), np.ones_like(q)])  # the stationary point and both ends
+    ratio = (candidates * da + (1 - candidates) * db) ** 2 / (candidates * ia + (1 - candidates) * ib)
+    end = ratio.argmin(0)
+    q = np.take_along_axis(candidates, end[None], 0)[0]
+    pair = np.take_along_axis(ratio, end[None], 0)[0].argmin(1)
+    rows = np.arange(n_rows)
+    return np.where(rng.random(n_rows) < q[rows, pair], a[pair], b[pair])
 
 
 def _key(x: np.ndarray) -> str:
