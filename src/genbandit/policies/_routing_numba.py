@@ -1,12 +1,14 @@
 """Compiled per-decision kernels of :class:`genbandit.policies.routing.EvidenceThompson` (numba; imported lazily).
 
-Four kernels, each one pass over the runs with no temporaries beyond its outputs:
+The kernels, each one pass over the runs with no temporaries beyond its outputs:
 
 - :func:`prompt_terms`: the random Fourier features ``phi = scale cos(W y + b)`` of each run's
   context (Rahimi & Recht 2007), and per model ``z = phi - phibar_g``, ``h = (C_g + lambda_g I)^-1 z``,
   ``z' theta_g`` and ``z' h`` (the posterior mean's and variance's prompt terms);
 - :func:`scores`: each model's noise variance, intercept and posterior at the prompt from those terms;
-- :func:`information_directed`: the model each row plays under information-directed sampling;
+- :func:`beta_laws`: the Beta laws of the context-free Thompson draw;
+- :func:`override`: the per-prompt overrides of that draw, and :func:`information_directed`, the
+  model each row plays under information-directed sampling;
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
   feature moments and the Sherman-Morrison step on ``(C + lambda I)^-1`` with its coefficients ``theta``.
 
@@ -182,4 +184,54 @@ def information_directed(mean, var, noise, uniform, tiny):  # pragma: no cover -
                     if ratio < least:
                         pick_a, pick_b, pick_q, least = a, b, c, ratio
         out[r] = pick_a if uniform[r] < pick_q else pick_b
+    return out
+
+
+@njit(cache=True, nogil=True)
+def beta_laws(value, spread, lo, span, tiny):  # pragma: no cover - compiled
+    """``(a, b)`` of the Beta law on ``[lo, lo + span]`` with each context-free mean ``value`` and variance ``spread``.
+
+    ``m = (value - lo) / span`` in ``[1e-6, 1 - 1e-6]``, ``v = min(spread / span^2, 0.999 m (1 - m))``,
+    ``a + b = m (1 - m) / v - 1`` (the method of moments), each at least 1e-6.
+    """
+    R, G = value.shape
+    a = np.empty((R, G))
+    b = np.empty((R, G))
+    for r in range(R):
+        for g in range(G):
+            m = min(max((value[r, g] - lo[r, 0]) / span[r, 0], 1e-6), 1.0 - 1e-6)
+            v = min(spread[r, g] / (span[r, 0] * span[r, 0]), m * (1.0 - m) * 0.999)
+            total = m * (1.0 - m) / max(v, tiny) - 1.0
+            a[r, g] = max(m * total, 1e-6)
+            b[r, g] = max((1.0 - m) * total, 1e-6)
+    return a, b
+
+
+@njit(cache=True, nogil=True)
+def override(mean, var, value, spread, noise, base, uniform, leader_z, z, tiny):  # pragma: no cover - compiled
+    """The model each row plays given its context-free draw ``base``: see :class:`~genbandit.policies.routing.EvidenceThompson`.
+
+    The model of largest posterior mean at the prompt when it beats ``base`` by ``z`` posterior standard
+    deviations of the difference (``leader_z`` when it is the context-free leader); else, where ``base``
+    is worse at the prompt than its context-free mean by ``2 z`` standard deviations, the
+    information-directed choice (:func:`information_directed`, with ``uniform``); else ``base``.
+    """
+    R, G = mean.shape
+    out = np.empty(R, dtype=np.int64)
+    for r in range(R):
+        best = 0
+        leader = 0
+        for g in range(1, G):
+            if mean[r, g] > mean[r, best]:
+                best = g
+            if value[r, g] > value[r, leader]:
+                leader = g
+        k = base[r]
+        width = leader_z if best == leader else z
+        if mean[r, best] - mean[r, k] > width * math.sqrt(var[r, best] + var[r, k]):
+            out[r] = best
+        elif value[r, k] - mean[r, k] > 2.0 * z * math.sqrt(var[r, k] + spread[r, k]):
+            out[r] = information_directed(mean[r:r + 1], var[r:r + 1], noise[r:r + 1], uniform[r:r + 1], tiny)[0]
+        else:
+            out[r] = k
     return out

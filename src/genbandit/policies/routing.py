@@ -334,18 +334,12 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         base = self._context_free_draw(value, spread, lo, span, untried, rng)
         if untried.any():
             return base
-        rows = np.arange(mean.shape[0])
-        best = mean.argmax(1)
         # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader needs
         # the leader above the explored model's upper confidence bound at width sqrt(2 log t) (a Gaussian UCB), so a model
-        # unlucky in its first rounds is not frozen out
-        z = np.where(best == value.argmax(1), max(2.0 * self.override_z, math.sqrt(2.0 * math.log(max(self._t, 1)))), self.override_z)
-        sure = mean[rows, best] - mean[rows, base] > z * np.sqrt(var[rows, best] + var[rows, base])
-        # this prompt is confidently worse than average for the base model: sample the per-prompt posterior instead
-        odd = value[rows, base] - mean[rows, base] > 2.0 * self.override_z * np.sqrt(var[rows, base] + spread[rows, base])
-        if odd.any():
-            base = np.where(odd, _kernels().information_directed(mean, var, noise, rng.random(mean.shape[0]), _TINY), base)
-        return np.where(sure, best, base)
+        # unlucky in its first rounds is not frozen out; where the prompt is confidently worse than average for the base
+        # model, the information-directed choice on the per-prompt posteriors
+        leader_z = max(2.0 * self.override_z, math.sqrt(2.0 * math.log(max(self._t, 1))))
+        return _kernels().override(mean, var, value, spread, noise, base, rng.random(mean.shape[0]), leader_z, self.override_z, _TINY)
 
     def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, lo: np.ndarray, span: np.ndarray, untried: np.ndarray,
                            rng: np.random.Generator) -> np.ndarray:
@@ -356,10 +350,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         outcomes sat at one end of the range in play, where a Gaussian draw would freeze it out
         (for 0/1 rewards this is close to Beta-Bernoulli Thompson sampling, Agrawal & Goyal 2012).
         """
-        m = np.clip((value - lo) / span, 1e-6, 1.0 - 1e-6)
-        v = np.minimum(spread / span**2, m * (1.0 - m) * 0.999)
-        total = m * (1.0 - m) / np.maximum(v, _TINY) - 1.0
-        draw = rng.beta(np.maximum(m * total, 1e-6), np.maximum((1.0 - m) * total, 1e-6))
+        draw = rng.beta(*_kernels().beta_laws(value, spread, lo, span, _TINY))
         return argmax_random_ties(np.where(untried, np.inf, draw), rng) if untried.any() else draw.argmax(1)
 
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
