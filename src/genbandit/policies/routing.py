@@ -267,7 +267,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         was played on (a regression adjustment: a model chosen on hard prompts by the overrides would
         otherwise look worse than it is). A recurring prompt's own outcomes then update ``mean`` and ``var``.
         """
-        f, z, h, lin, quad, keys, memo = self._cached(contexts)
+        lin, quad, keys = self._cached(contexts)[3:6]
         mean, var, value, spread, noise = _kernels().scores(self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
                                                             self._phibar, self._theta, lin, quad, _PRIOR_DOF, _TINY)
         if keys is not None:
@@ -369,7 +369,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         if self.budget is not None:
             self._pace(actions, feedback["cost"])
         rows = np.arange(actions.shape[0])
-        f, z, h, lin, quad, keys, memo = self._cached(contexts)
+        _, z, h, _, _, keys, _ = self._cached(contexts)
         self._last = None
         if keys is not None:
             for r, key in enumerate(keys):
