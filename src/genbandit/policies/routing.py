@@ -269,7 +269,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """
         lin, quad, keys = self._cached(contexts)[3:6]
         mean, var, value, spread, noise = _kernels().scores(self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
-                                                            self._phibar, self._theta, lin, quad, _PRIOR_DOF, _TINY)
+                                                            self._phibar, self._theta, self._Cinv, lin, quad, _PRIOR_DOF, _TINY)
         if keys is not None:
             mean, var = self._with_cells(keys, mean, var, noise)
         return mean, var, value, spread, noise
