@@ -85,7 +85,7 @@ def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, live, arms, reward
 
 
 @njit(cache=True, nogil=True)
-def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, Cinv, lin, quad, prior_dof, tiny):  # pragma: no cover - compiled
+def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, lin, quad, prior_dof, tiny):  # pragma: no cover - compiled
     """Each model's noise variance, context-free mean and its variance, and posterior mean and variance at the prompt.
 
     Per run, with ``n_g`` rounds of model ``g``: the noise ``(prior_dof s2_pool + dof_g s2_g) / (prior_dof + dof_g)``,
@@ -93,10 +93,8 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, Cinv, lin, qu
     while it is 0), ``s2_pool`` the within-model variance pooled over models (``(range / 2)^2`` before
     any model has two rounds); the intercept ``b_g = (grand + n_g ybar_g) / (n_g + 1)`` with one
     pseudo-round at the mean over models; at the prompt ``mean = b_g + z'theta_g`` and
-    ``var = noise (1 / (n_g + 1) + max(z'h, 0))``; context-free, ``value = b_g + u'theta_g`` with
-    ``u = seen - phibar_g``, ``seen`` the mean feature of every prompt seen, and its posterior variance
-    ``spread = noise (1 / (n_g + 1) + u' (C_g + lambda_g I)^-1 u)`` (the same law as at a prompt, PRML
-    eq. 3.59, at the mean feature: a model seen on few or unusual prompts has an uncertain adjusted mean).
+    ``var = noise (1 / (n_g + 1) + max(z'h, 0))``; context-free, ``value = b_g + (seen - phibar_g)'theta_g``
+    with ``seen`` the mean feature of every prompt seen, and ``spread = noise / (n_g + 1)``.
     Returns ``(mean, var, value, spread, noise)``, each ``(R, G)``.
     """
     R, G, D = phibar.shape
@@ -135,9 +133,11 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, Cinv, lin, qu
             b = (grand + n[r, g] * ybar[r, g]) / weight
             mean[r, g] = b + lin[r, g]
             var[r, g] = noise[r, g] * (1.0 / weight + max(quad[r, g], 0.0))
-            u = seen - phibar[r, g]
-            value[r, g] = b + np.dot(u, theta[r, g])
-            spread[r, g] = noise[r, g] * (1.0 / weight + max(np.dot(u, np.dot(Cinv[r, g], u)), 0.0))
+            adjust = 0.0
+            for k in range(D):
+                adjust += (seen[k] - phibar[r, g, k]) * theta[r, g, k]
+            value[r, g] = b + adjust
+            spread[r, g] = noise[r, g] / weight
     return mean, var, value, spread, noise
 
 

@@ -105,11 +105,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
        Agrawal & Goyal 2012): each model's mean over every prompt seen (``b_g`` plus the slopes at
        the mean feature of all prompts minus ``phibar_g``, a regression adjustment, so a model
        played on hard prompts does not look worse than it is), drawn from the Beta law with that
-       mean and its posterior variance (the adjustment's included, PRML eq. 3.59 at the mean
-       feature: the evidence fit of a model seen on few prompts can leave little residual noise,
-       and the mean adjusted from those prompts to all of them is then uncertain, not exact) on the
-       observed reward range (its skewed tail keeps a model whose first outcomes were unlucky in
-       play, where a Gaussian draw would freeze it out);
+       mean and variance on the observed reward range (its skewed tail keeps a model whose first
+       outcomes were unlucky in play, where a Gaussian draw would freeze it out);
     2. the model of largest posterior mean at this prompt replaces the base choice when it is
        better by ``override_z`` posterior standard deviations of the difference (by the larger of
        ``2 override_z`` and the Gaussian UCB width ``sqrt(2 log t)`` when it is the context-free
@@ -274,7 +271,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """
         lin, quad, keys = self._cached(contexts)[3:6]
         mean, var, value, spread, noise = _kernels().scores(self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
-                                                            self._phibar, self._theta, self._Cinv, lin, quad, _PRIOR_DOF, _TINY)
+                                                            self._phibar, self._theta, lin, quad, _PRIOR_DOF, _TINY)
         if keys is not None:
             mean, var = self._with_cells(keys, mean, var, noise)
         return mean, var, value, spread, noise
