@@ -343,3 +343,67 @@ def test_evidence_thompson_probabilities_are_the_law_of_its_select_and_leave_it_
     assert probs.sum() == pytest.approx(1.0) and probs.max() < 1.0  # still exploring: a real distribution
     # two estimates of the same law: 1,024 and 600 draws, standard error below 0.026 together
     assert np.abs(probs - freq).max() < 0.08
+
+
+def test_compiled_kernels_decide_as_their_plain_python_versions(monkeypatch):
+    """The numba kernels and their plain-Python versions (``py_func``) give the same decisions and posteriors round for round."""
+    from types import SimpleNamespace
+
+    from genbandit.policies import _routing_numba, routing
+
+    def play(policy, seed):
+        rng = np.random.default_rng(seed)
+        centres = rng.normal(size=(3, 6))
+        picks = []
+        for t in range(300):
+            x = centres[t % 3] + (0.3 * rng.normal(size=6) if t % 2 else 0.0)  # every other prompt recurs exactly
+            arm = policy.select(x)
+            policy.update(arm, float(rng.random() < (0.2, 0.5, 0.8)[(arm + t) % 3]), x)
+            picks.append(arm)
+        return picks, policy.posterior(centres[:1])
+
+    compiled = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
+    plain = SimpleNamespace(**{name: getattr(_routing_numba, name).py_func for name in ("prompt_terms", "scores", "learn", "beta_laws", "override")})
+    monkeypatch.setattr(routing, "_kernels", lambda: plain)
+    python = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
+    assert compiled[0] == python[0]
+    np.testing.assert_allclose(compiled[1], python[1], rtol=1e-9, atol=1e-12)
+
+
+def test_information_directed_step_leaves_a_weak_wide_model_alone_and_tries_it_when_close():
+    """Where a per-prompt Thompson draw would try the weak model with a wide posterior, information-directed sampling does not."""
+    from genbandit.policies._routing_numba import information_directed
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    mean = np.tile([0.71, 0.893, 0.884], (n, 1))  # the weak model 0.18 below, its posterior sd at the prompt 0.13
+    var = np.tile(np.array([0.13, 0.021, 0.015]) ** 2, (n, 1))
+    noise = np.tile([0.018, 0.010, 0.007], (n, 1))
+    picks = np.bincount(information_directed(mean, var, noise, rng.random(n), 1e-12), minlength=3) / n
+    thompson = np.bincount((mean + np.sqrt(var) * rng.standard_normal((n, 3))).argmax(1), minlength=3) / n
+    assert picks[0] == 0.0 and thompson[0] > 0.05
+    # the same wide model, nearly as good: now what it would teach outweighs its gap, and it is tried
+    mean[:, 0] = 0.885
+    assert np.bincount(information_directed(mean, var, noise, rng.random(n), 1e-12), minlength=3)[0] > 0.05 * n
+    # two equally good models: the one whose outcome teaches more (wider posterior, same noise) is played
+    even = information_directed(np.array([[0.5, 0.5]]), np.array([[0.01, 0.04]]), np.array([[0.1, 0.1]]), np.array([0.5]), 1e-12)
+    assert even[0] == 1
+
+
+def test_probabilities_and_the_next_select_share_one_computation():
+    """The router calls probabilities(x) then select(x): the features and scores are computed once, and select is unchanged."""
+    rng = np.random.default_rng(3)
+    policy = EvidenceThompson(n_arms=3, n_features=4, n_components=20, bandwidth_sample=8, seed=0)
+    for _ in range(40):
+        x = rng.normal(size=4)
+        arm = policy.select(x)
+        policy.update(arm, float(rng.random() < (0.4, 0.5, 0.6)[arm]), x)
+    x = rng.normal(size=4)
+    alone = EvidenceThompson.from_state_dict(policy.state_dict()).select(x)
+    policy.probabilities(x)
+    memo = policy._last[-1]
+    scores = memo["scores"]
+    assert policy.select(x) == alone
+    assert policy._last[-1] is memo and memo["scores"] is scores  # select reused them
+    policy.update(alone, 1.0, x)
+    assert policy._last is None  # learning clears them
