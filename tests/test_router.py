@@ -378,3 +378,20 @@ def test_batched_embedder_waits_for_callers_that_come_back_together():
     first.join(10)
     callers(3, 0.1)  # three callers back 0.1 s apart: the window (5 s) gathers them into one batch again
     assert sizes == [1, 3, 3]
+
+
+def test_the_router_compiles_its_policy_before_the_first_request(tmp_path):
+    """A fresh router (in a fresh process, so nothing was compiled before) has played a throwaway copy of the
+    default policy: every compiled kernel is ready before the first request, and the served policy learned nothing."""
+    config = tmp_path / "router.toml"
+    write_config(config, models=MODELS, store={"path": str(tmp_path / "state.db")}, embedding={"kind": "none", "dim": 16}, policy="router-default")
+    script = (
+        "import sys; from genbandit.router.config import load_router_config; from genbandit.router.service import Router; "
+        "from genbandit.policies import _routing_numba as k; "
+        f"r = Router(load_router_config({str(config)!r})); "
+        "names = ['prompt_terms', 'learn', 'scores', 'beta_laws', 'override']; "  # information_directed runs inside override
+        "print(sorted(n for n in names if not getattr(k, n).signatures), int(r.policy.state_dict()['state']['_t'])); r.close()"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "0"]

@@ -111,6 +111,7 @@ class Router:
                 raise InvalidParameterError(f"[budget] needs a policy that keeps a budget (a 'budget' parameter); {cls.__name__} has none.")
             params["budget"] = self.budget
         fresh = cls(n_arms=self.n_arms, n_features=self.dim, **params)
+        self._compile_ahead(fresh)
         if config.warm_start.path:  # the store keeps it only if it is new (init_snapshot)
             self.fold_logged(fresh, config.warm_start)
         self.store = store if store is not None else open_store(config.store, recent_size=max(200, sw.recent_decisions))
@@ -137,6 +138,25 @@ class Router:
         if rebuild:
             self.snapshot(force=True, replace=True)
         log.info("router %s: %s over %d models, %d feedback(s) replayed from the log", self.replica_id, cls.__name__, self.n_arms, replayed)
+
+    def _compile_ahead(self, policy: Policy, rounds: int = 64) -> None:
+        """Play a throwaway copy of ``policy`` on random contexts before serving.
+
+        Policies with compiled kernels (numba compiles each at its first call: seconds on a fresh
+        install, most of a second from the on-disk cache) would otherwise make the first requests
+        wait; some kernels run only once every model has been tried, hence a few dozen rounds.
+        """
+        rng = np.random.default_rng(0)
+        copy = policy.clone(seed=0) if "seed" in policy.get_params() else policy.clone()
+        copy.reset(1)
+        lo, hi = self.config.server.reward_range
+        for t in range(rounds + 4 * self.n_arms):
+            context = rng.standard_normal(self.dim)
+            context /= np.linalg.norm(context)
+            copy.probabilities(context)
+            arm = copy.select(context)
+            reward = float(rng.uniform(lo, hi)) - self._offsets[arm]
+            copy.update(arm, reward if self.budget is None else {"reward": reward, "cost": self.config.models[arm].cost}, context)
 
     # ------------------------------------------------------------------ models in the store
     def _renames(self) -> dict[str, str]:
