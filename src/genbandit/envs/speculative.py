@@ -396,7 +396,11 @@ class Table1Replica(_StackedEnv):
 
     @property
     def calibration(self) -> dict:
-        return calibrate_table1(self.benchmark, self.model)
+        """:func:`calibrate_table1` of this cell, solved once (root finding: it is read every round)."""
+        key = (self.benchmark, self.model)
+        if getattr(self, "_calibrated", (None,))[0] != key:
+            self._calibrated = (key, calibrate_table1(*key))
+        return self._calibrated[1]
 
     @property
     def cost_ms(self) -> list[float]:
