@@ -41,7 +41,7 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
 The simulator runs many servers in lockstep (one per run), each through a chain of responses, so
 ``begin_response(runs)`` starts a new response for the runs in ``runs`` only; a feedback key
 ``response_end`` (per run: this round completed the response) does the same from inside the loop.
-A single run (the decoder, one server) is served by scalar Python instead, with the same arithmetic:
+A single run (the decoder, one server) is served by scalar Python instead, with the same formulas:
 a round of a small model takes a millisecond or two, and numpy's per-call cost on arrays of a few
 arms, dozens of calls per round, took a tenth of it.
 """
