@@ -28,7 +28,7 @@ def held():
 def test_shipped_target_beats_the_draft_on_held_out_text(held):
     target, draft = load_models()
     t, d = held_out_loss(target, held), held_out_loss(draft, held)
-    assert t < d - 0.05, (t, d)  # 2.318 against 2.379 nats/byte
+    assert t < d - 0.3, (t, d)  # 1.437 against 1.866 nats/byte
     assert t == pytest.approx(RECORD["target"]["held_out_loss_shipped"], abs=1e-3)  # the record describes these weights
 
 

@@ -128,3 +128,30 @@ def test_response_end_in_the_feedback_starts_the_next_response_of_that_run():
         policy.update_batch(np.array([1, 1]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0]), "response_end": np.array(end)})
     assert not policy._current[0].any() and policy._carried[0, 1].tolist() == [6.0, 2.0, 0.0, 2.0]  # run 0 folded its response in
     assert policy._current[1, 1, 1] == 2.0 and not policy._carried[1].any()  # run 1 is still in its first response
+
+
+def test_one_run_path_decides_as_the_batch_path():
+    """The decoder's single-run path (scalar Python) plays and learns as the batch path the simulator uses."""
+    lengths, drafters = [0, 3, 6, 3, 6, 3, 6], ["", "model", "model", "pld", "pld", "suffix", "suffix"]
+    one = WarmThroughputUCB(n_arms=7, arm_lengths=lengths, arm_drafters=drafters, seed=0)
+    batch = WarmThroughputUCB(n_arms=7, arm_lengths=lengths, arm_drafters=drafters, seed=0).reset(n_runs=2)
+    rng = np.random.default_rng(6)
+    accept = np.array([0.0, 0.7, 0.7, 0.3, 0.3, 0.8, 0.8])
+    cost = np.array([1.0, 3.0, 5.0, 1.1, 1.1, 1.1, 1.2]) * 1e-3
+    arms = []
+    for response in range(6):
+        accept = np.clip(accept + rng.normal(0.0, 0.2, 7), 0.0, 0.95)  # each prompt its own acceptance
+        for _ in range(40):
+            arm = one.select()
+            assert batch.select_batch().tolist() == [arm, arm]
+            tokens = 1.0 + min(rng.geometric(1.0 - accept[arm]) - 1, lengths[arm])
+            seconds = cost[arm] * rng.uniform(0.8, 1.5)
+            one.update(arm, {"tokens": tokens, "seconds": seconds})
+            batch.update_batch(np.array([arm, arm]), {"tokens": np.full(2, tokens), "seconds": np.full(2, seconds)})
+            arms.append(arm)
+        one.begin_response()
+        batch.begin_response()
+    assert len(set(arms)) >= 4  # the stream exercised several arms, their counterfactuals and round times
+    assert np.allclose(one.rates()[0], batch.rates()[1], rtol=1e-12)
+    for name in ("_carried", "_current", "_recent"):
+        assert np.allclose(getattr(one, name)[0], getattr(batch, name)[0], rtol=1e-12)

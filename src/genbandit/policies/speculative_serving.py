@@ -41,10 +41,14 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
 The simulator runs many servers in lockstep (one per run), each through a chain of responses, so
 ``begin_response(runs)`` starts a new response for the runs in ``runs`` only; a feedback key
 ``response_end`` (per run: this round completed the response) does the same from inside the loop.
+A single run (the decoder, one server) is served by scalar Python instead, with the same formulas:
+a round of a small model takes a millisecond or two, and numpy's per-call cost on arrays of a few
+arms, dozens of calls per round, took a tenth of it.
 """
 
 from __future__ import annotations
 
+import math
 from numbers import Real
 from typing import Any, Sequence
 
@@ -157,6 +161,9 @@ class WarmThroughputUCB(Policy):
         self._lengths = k
         self._shorter = same & (k[None, :] > 0) & (k[None, :] < k[:, None])
         self._group = (same | np.eye(self.n_arms, dtype=bool)).astype(float)  # arms pooled for the time prior
+        # the same relations as Python lists, for the one-run path: per arm, its (shorter arm, length) pairs and its pool
+        self._shorter_arms = [[(int(j), float(k[j])) for j in np.flatnonzero(row)] for row in self._shorter]
+        self._pool = [[int(j) for j in np.flatnonzero(row)] for row in self._group]
         self._refresh(carried=True)
 
     def begin_response(self, runs: Any = None) -> None:
@@ -203,6 +210,8 @@ class WarmThroughputUCB(Policy):
         return self._estimates()[0]
 
     def _select(self, contexts):
+        if self._n_runs == 1:
+            return np.array([self._select_one()])
         rate, pulls = self._estimates()
         total = np.maximum(pulls.sum(axis=1, keepdims=True), 2.0)
         # optimism in units of the best rate: the UCB term, plus 1 / (1 + N_i) for estimates resting on a round or two
@@ -212,7 +221,62 @@ class WarmThroughputUCB(Policy):
         index = np.where(pulls > 0, rate + rate.max(axis=1, keepdims=True) * bonus, np.inf)  # never pulled: first (lowest index)
         return index.argmax(axis=1)
 
+    def _select_one(self) -> int:
+        """``_select`` for a single run in scalar Python: a round of a small model takes about a millisecond, and a
+        numpy call on arrays of a few arms costs a microsecond or more, dozens of them per round."""
+        carried, current, recent = memoryview(self._carried), memoryview(self._current), memoryview(self._recent)
+        per_round, seconds, timed = memoryview(self._carried_tokens_per_round), memoryview(self._seconds_per_round), memoryview(self._timed)
+        rates, pulls, seen = [], [], []
+        for i in range(self.n_arms):
+            n_carried, n_current = carried[0, i, 1], current[0, i, 1]
+            seen.append(n_carried + n_current)
+            if not timed[0, i]:
+                rates.append(0.0)
+                pulls.append(0.0)
+                continue
+            prior = min(self.prior_rounds, n_carried) / (1.0 + n_current)
+            n = prior + recent[0, i, 1]
+            rates.append((prior * per_round[0, i] + recent[0, i, 0]) / (n * seconds[0, i]))
+            pulls.append(n)
+        log_total = math.log(max(sum(pulls), 2.0))
+        best_rate = max(rates)
+        best, best_index = 0, -math.inf
+        for i, n in enumerate(pulls):
+            if n <= 0.0:  # never pulled: first
+                return i
+            index = rates[i] + best_rate * (self.exploration * math.sqrt(log_total / n) + 1.0 / (1.0 + seen[i]))
+            if index > best_index:
+                best, best_index = i, index
+        return best
+
+    def _update_one(self, arm: int, tokens: float, seconds: float) -> None:
+        """``_update`` for a single run in scalar Python (see :meth:`_select_one`): only the played arm, its
+        drafter's shorter arms and the round times of its drafter's arms change."""
+        carried, current, recent = memoryview(self._carried), memoryview(self._current), memoryview(self._recent)
+        self._recent *= self.discount
+        for field, value in enumerate((tokens, 1.0, math.log(seconds), 1.0)):
+            recent[0, arm, field] += value
+            current[0, arm, field] += value
+        for j, length in self._shorter_arms[arm]:  # what the played drafter's shorter arms would have emitted
+            counterfactual = min(tokens - 1.0, length) + 1.0
+            for state in (recent, current):
+                state[0, j, 0] += counterfactual
+                state[0, j, 1] += 1.0
+        pool = self._pool[arm]
+        pooled_log = sum(carried[0, j, 2] + current[0, j, 2] for j in pool)
+        pooled_rounds = sum(carried[0, j, 3] + current[0, j, 3] for j in pool)
+        seconds_per_round = memoryview(self._seconds_per_round)
+        for j in pool:
+            seen_log, seen_rounds = carried[0, j, 2] + current[0, j, 2], carried[0, j, 3] + current[0, j, 3]
+            seconds_per_round[0, j] = math.exp((seen_log + _SHRINK * pooled_log / max(pooled_rounds, 1e-300)) / (seen_rounds + _SHRINK))
+        self._timed[0, arm] = True
+
     def _update(self, actions, feedback, contexts):
+        if self._n_runs == 1:
+            self._update_one(int(actions[0]), float(feedback["tokens"][0]), float(feedback["seconds"][0]))
+            if "response_end" in feedback and feedback["response_end"][0]:
+                self.begin_response()
+            return
         rows = np.arange(actions.shape[0])
         tokens = feedback["tokens"]
         own = np.stack([tokens, np.ones(rows.shape[0]), np.log(feedback["seconds"]), np.ones(rows.shape[0])], axis=1)

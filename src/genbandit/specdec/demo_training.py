@@ -32,8 +32,13 @@ SHIPPED_DIR = Path(__file__).with_name("demo_models")
 TARGET_CONFIG = dict(n_embd=96, n_layer=4, n_head=4)
 DRAFT_CONFIG = dict(n_embd=48, n_layer=1, n_head=2)
 N_POSITIONS = 512
-#: The training recipe of both models: steps, batch of windows of ``block`` bytes, AdamW with warm-up and cosine decay.
-TRAIN = dict(steps=800, batch=4, block=512, lr=4e-3, warmup=40, seed=0, threads=1, corpus_bytes=6_000_000)
+#: The training recipe of both models: AdamW with warm-up and cosine decay over ``steps``; all but the last
+#: ``long_steps`` steps take ``batch`` windows of ``block`` bytes placed at random positions of the
+#: ``N_POSITIONS`` context (short windows see more bytes per second, and every position embedding is
+#: trained); the last ``long_steps`` take ``long_batch`` windows of the full ``long_block`` bytes, the
+#: context the demo decodes in.
+TRAIN = dict(steps=5000, batch=16, block=128, long_steps=600, long_batch=4, long_block=512, lr=2e-3, warmup=40, seed=0,
+             threads=1, corpus_bytes=6_000_000)
 
 #: Prompts whose greedy continuations measure degeneration (free text and code, none of them in the demo's prompt set).
 QUALITY_PROMPTS = [
@@ -132,7 +137,7 @@ def _train(model: Any, data: np.ndarray, held: np.ndarray, recipe: dict, seed: i
     rng = np.random.default_rng(seed)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], betas=(0.9, 0.95), weight_decay=0.01)
-    steps, batch, block, warmup = recipe["steps"], recipe["batch"], recipe["block"], recipe["warmup"]
+    steps, warmup, long_steps = recipe["steps"], recipe["warmup"], recipe["long_steps"]
     start = time.perf_counter()
     losses: list[float] = []
     curve: list[dict] = []
@@ -140,9 +145,14 @@ def _train(model: Any, data: np.ndarray, held: np.ndarray, recipe: dict, seed: i
         lr = recipe["lr"] * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
         for group in opt.param_groups:
             group["lr"] = lr
+        if step < steps - long_steps:
+            batch, block = recipe["batch"], recipe["block"]
+        else:
+            batch, block = recipe["long_batch"], recipe["long_block"]
         starts = rng.integers(0, len(data) - block - 1, size=batch)
         x = torch.from_numpy(np.stack([data[s : s + block] for s in starts]))
-        loss = model(x, labels=x).loss
+        offsets = rng.integers(0, N_POSITIONS - block + 1, size=(batch, 1))
+        loss = model(x, labels=x, position_ids=torch.from_numpy(offsets + np.arange(block))).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -157,7 +167,8 @@ def _train(model: Any, data: np.ndarray, held: np.ndarray, recipe: dict, seed: i
             log(f"  {tag}: " + ", ".join(f"{k} {v}" for k, v in point.items()))
     model.eval()
     return {"steps": steps, "seconds": round(time.perf_counter() - start, 1), "first_losses": [round(v, 4) for v in losses[:5]],
-            "held_out_loss": round(held_out_loss(model, held), 4), "bytes_seen": steps * batch * block, "curve": curve}
+            "held_out_loss": round(held_out_loss(model, held), 4), "bytes_seen": (steps - long_steps) * recipe["batch"] * recipe["block"] + long_steps * recipe["long_batch"] * recipe["long_block"],
+            "curve": curve}
 
 
 def train_models(out: str | Path, log: Callable[[str], None] = print, recipe: dict | None = None) -> dict:
