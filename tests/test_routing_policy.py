@@ -10,7 +10,7 @@ import pytest
 
 from genbandit import InvalidInputError, simulate
 from genbandit.core.base import Policy
-from genbandit.envs.prompts import Setup4Synthetic
+from genbandit.envs.prompts import ArrayReplay, Setup4Synthetic
 from genbandit.experiments.metrics import compute_metric
 from genbandit.policies._stats import argmax_random_ties
 from genbandit.policies.classic import ThompsonSampling
@@ -407,3 +407,22 @@ def test_probabilities_and_the_next_select_share_one_computation():
     assert policy._last[-1] is memo and memo["scores"] is scores  # select reused them
     policy.update(alone, 1.0, x)
     assert policy._last is None  # learning clears them
+
+
+@pytest.mark.parametrize("dear_mean", [0.7, 0.9])
+def test_budget_pacer_spends_the_budget_whether_the_dearer_model_is_worse_or_better(dear_mean):
+    """The dual price is free in sign: where the dearer model is worse (or looks it after unlucky outcomes), the price turns
+    into a subsidy large enough to buy it, so every order spends the budget. A price floored at a subsidy of 1% of the
+    reward range spends 40-68% of the budget of 0.3 where the dearer model is worse, and a log price with its origin at
+    1e-4 reward lags to 106% where it is better."""
+    rng = np.random.default_rng(3)
+    N, d = 2000, 8
+    X = _unit_rows(rng, N, d)
+    R = (rng.random((N, 2)) < np.array([0.8, dear_mean])).astype(float)
+    C = np.broadcast_to([0.1, 1.0], (N, 2)).copy()
+    for budget in (0.3, 0.55, 0.8):
+        env = ArrayReplay(X, R, C, reveal_cost=True)
+        policy = EvidenceThompson(n_arms=2, n_features=d, budget=budget, seed=0)
+        result = simulate(env, policy, N, n_runs=6, seed=(0, 1), n_checkpoints=2)
+        spend = compute_metric("mean_cost", result, env, policy) / budget
+        assert np.all(np.abs(spend - 1.0) <= 0.05), (budget, spend)

@@ -45,9 +45,8 @@ _LAMBDA_START = 1e6  # slope prior precision / noise precision before any eviden
 _PRIOR_DOF = 2.0  # pseudo-rounds of the pooled variance in each model's noise estimate
 _TINY = 1e-12  # variance floor: rewards that never varied
 _PROPENSITY_DRAWS = 1024  # choices behind probabilities(): standard error at most 0.016 per model
-_PRICE_UNIT = 1e-4  # the pacer's price is +-_PRICE_UNIT (exp|u| - 1), in reward per budget-sized cost
-_SUBSIDY = 0.01  # below the budget, the price may fall to -1% of the reward range (it tips near-ties to the dearer model)
-_PRICE_SPAN = math.log(1e8)  # |u| at most: prices up to 1e4
+_PRICE_UNIT = 0.01  # the pacer's price is +-_PRICE_UNIT (exp|u| - 1) reward ranges per budget-sized cost
+_PRICE_SPAN = math.log(1e6)  # |u| at most: prices from -1e4 to 1e4 reward ranges
 
 
 def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: float = 1.0, iters: int = 50) -> tuple[float, float, float]:
@@ -139,11 +138,23 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     With ``budget`` (a target mean cost per decision) the policy maximises
     ``score - price x cost / budget``, with each model's cost its running mean cost, and the
     price follows an online dual (sub)gradient step on the budget, ``u += pacer_rate x (cost_t /
-    budget - 1)``, on a signed log scale, ``price = sign(u) 1e-4 (exp|u| - 1)`` (the primal-dual
-    pacing of Agrawal & Devanur 2014 and Balseiro & Gur 2019, in log space so that one rate fits
-    prices from 1e-4 to 1e4). Below the budget the price may go negative, down to 1% of the reward
-    range: a subsidy that tips near-ties toward the dearer model, so the spend comes to the budget
-    where the models are about as good, without buying a worse model. Feedback is then
+    budget - 1)``, on a signed log scale in units of the observed reward range ``r``, ``price =
+    sign(u) 0.01 r (exp|u| - 1)`` (the primal-dual pacing of Agrawal & Devanur 2014 and Balseiro
+    & Gur 2019: near zero about linear, ``0.0005 r`` a step per budget-sized over- or underspend,
+    geometric above ``0.01 r``, so one rate fits prices from a near-tie to ``1e4 r``). The budget is a spend target, an equality
+    constraint, so the price is free in sign: below the budget it falls, through zero, to a
+    subsidy as large as it takes to buy the dearer model. Summing the steps, ``mean cost / budget
+    - 1 = u_t / (pacer_rate t)`` whatever the choices were (the identity a clipped price would
+    break), so the mean spend comes to the budget at rate ``1 / t`` wherever a bounded price
+    balances it, that is wherever the budget lies between the cheapest and the dearest model's
+    cost, with the lag ``|u*| / (pacer_rate t)`` of the balancing price ``u*``; the log scale's
+    origin at 1% of the reward range keeps ``|u*| <= log 101`` for every price up to one reward
+    range per budget-sized cost. There the price settles at the cost-adjusted tie of two models and
+    alternates between them in the proportion that spends the budget, the randomised solution of
+    the budgeted bandit's linear relaxation (Badanidiyuru, Kleinberg & Slivkins 2013, "Bandits with
+    knapsacks"). A one-sided price (no subsidy, or a bounded one) would leave the budget
+    unspent whenever the dearer model looks worse, and a model that looks worse after a few
+    unlucky outcomes would then never be played again to show that it is not. Feedback is then
     ``{"reward": r, "cost": c}``.
 
     Parameters
@@ -158,7 +169,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     budget : float or None
         Target mean cost per decision.
     pacer_rate : float
-        Step of the log price per budget-sized overspend.
+        Step of the log price ``u`` per budget-sized overspend.
     override_z : float or None
         Posterior standard deviations by which a model must beat the base choice at a prompt to
         replace it (see above); ``None``: per-prompt Thompson sampling in every round.
@@ -534,14 +545,13 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self._cost_n[rows, actions] += 1
         self._spent += cost
         self._paid += 1
-        floor = -np.log1p(_SUBSIDY * np.maximum(self._ymax - self._ymin, 0.0) / _PRICE_UNIT)
-        self._log_price = np.clip(self._log_price + self.pacer_rate * (cost / self.budget - 1.0), floor, _PRICE_SPAN)
+        self._log_price = np.clip(self._log_price + self.pacer_rate * (cost / self.budget - 1.0), -_PRICE_SPAN, _PRICE_SPAN)
 
     @property
     def price(self) -> np.ndarray:
         """The pacer's current price of a budget-sized cost, in reward, per run (``(n_runs,)``)."""
-        price = np.sign(self._log_price) * _PRICE_UNIT * np.expm1(np.abs(self._log_price))
-        return np.maximum(price, -_SUBSIDY * np.maximum(self._ymax - self._ymin, 0.0))
+        span = np.maximum(self._ymax - self._ymin, 0.0)
+        return np.sign(self._log_price) * _PRICE_UNIT * span * np.expm1(np.abs(self._log_price))
 
     @property
     def spent(self) -> np.ndarray:
