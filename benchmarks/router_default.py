@@ -57,8 +57,9 @@ def play(policy, env: ArrayReplay, n_runs: int, seed: int, *, reset_policy: bool
     T = env.max_horizon
     result = simulate(env, policy, T, n_runs=n_runs, seed=(seed, seed + 1), n_checkpoints=T if at else 2,
                       reset_policy=reset_policy, time_policy=time_policy)
-    out = {"mean_reward": result.reward[:, -1] / T, "mean_cost": compute_metric("mean_cost", result, env, policy),
-           "otb": compute_metric("otb", result, env, policy), "opr": compute_metric("opr", result, env, policy)}
+    out = {"mean_reward": result.reward[:, -1] / T, "otb": compute_metric("otb", result, env, policy), "opr": compute_metric("opr", result, env, policy)}
+    if "cost" in result.totals:  # a table with costs
+        out["mean_cost"] = compute_metric("mean_cost", result, env, policy)
     if at:
         k = np.searchsorted(result.rounds, at)
         out["otb_at"] = (result.reward[:, k] - result.curves["best_single_reward"][:, k]) / result.rounds[k]
