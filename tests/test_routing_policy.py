@@ -320,8 +320,9 @@ def test_router_default_group_replays_each_router_under_a_budget(tmp_path):
     assert single["mean_reward"] == pytest.approx([0.9278125, 0.9278125], rel=1e-12) and single["opr"] == [0.6375, 0.6375]
 
 
-def test_evidence_thompson_probabilities_are_the_law_of_its_select_and_leave_it_unchanged():
-    """probabilities() (what the router logs as the propensity) matches the frequencies of select on the same state."""
+
+def _trained_on_bernoulli_models():
+    """An EvidenceThompson after 40 rounds on three Bernoulli models (0.4, 0.5, 0.6) with 4-d contexts, and a new context."""
     from genbandit.policies.routing import EvidenceThompson
 
     rng = np.random.default_rng(3)
@@ -330,7 +331,14 @@ def test_evidence_thompson_probabilities_are_the_law_of_its_select_and_leave_it_
         x = rng.normal(size=4)
         arm = policy.select(x)
         policy.update(arm, float(rng.random() < (0.4, 0.5, 0.6)[arm]), x)
-    x = rng.normal(size=4)
+    return policy, rng.normal(size=4)
+
+
+def test_evidence_thompson_probabilities_are_the_law_of_its_select_and_leave_it_unchanged():
+    """probabilities() (what the router logs as the propensity) matches the frequencies of select on the same state."""
+    from genbandit.policies.routing import EvidenceThompson
+
+    policy, x = _trained_on_bernoulli_models()
     state = policy.state_dict()
     probs = policy.probabilities(x)
     assert policy.state_dict() == state  # the next select is the one it would have been
@@ -392,13 +400,7 @@ def test_information_directed_step_leaves_a_weak_wide_model_alone_and_tries_it_w
 
 def test_probabilities_and_the_next_select_share_one_computation():
     """The router calls probabilities(x) then select(x): the features and scores are computed once, and select is unchanged."""
-    rng = np.random.default_rng(3)
-    policy = EvidenceThompson(n_arms=3, n_features=4, n_components=20, bandwidth_sample=8, seed=0)
-    for _ in range(40):
-        x = rng.normal(size=4)
-        arm = policy.select(x)
-        policy.update(arm, float(rng.random() < (0.4, 0.5, 0.6)[arm]), x)
-    x = rng.normal(size=4)
+    policy, x = _trained_on_bernoulli_models()
     alone = EvidenceThompson.from_state_dict(policy.state_dict()).select(x)
     policy.probabilities(x)
     memo = policy._last[-1]
