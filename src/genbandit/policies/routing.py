@@ -49,14 +49,18 @@ _PRICE_UNIT = 0.01  # the pacer's price is +-_PRICE_UNIT (exp|u| - 1) reward ran
 _PRICE_SPAN = math.log(1e6)  # |u| at most: prices from -1e4 to 1e4 reward ranges
 
 
-def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: float = 1.0, iters: int = 50) -> tuple[float, float, float]:
+def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: float = 1.0, iters: int = 50, pool: float = 0.0,
+                   dof: float = 0.0) -> tuple[float, float, float]:
     """Evidence maximisation for Bayesian ridge regression on centred data (Bishop, PRML eqs. 3.91-3.95).
 
     ``eig`` are the eigenvalues of the centred scatter ``C = Phi_c' Phi_c`` and ``proj`` the
     centred cross moment ``Phi_c' y_c`` in its eigenbasis; ``syy = y_c' y_c`` and ``n`` the rows
     (the intercept, fitted by the mean, takes one degree of freedom). MacKay's fixed point:
     ``gamma = sum e_i / (e_i + lambda)``, ``alpha = gamma / |m|^2``,
-    ``1/beta = RSS / (n - 1 - gamma)``, ``lambda = alpha / beta``.
+    ``1/beta = (dof pool + RSS) / (dof + n - 1 - gamma)``, ``lambda = alpha / beta``: with ``dof > 0``
+    the noise carries ``dof`` pseudo-rounds of variance ``pool`` (the mode of a scaled inverse-chi^2
+    prior, Gelman et al., Bayesian Data Analysis, section 2.6), so with fewer rows than features the
+    fixed point cannot collapse onto an interpolating fit (noise and ``lambda`` both to zero).
     Returns ``(lambda, noise variance 1/beta, gamma)``.
 
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X @ [1.0, -2.0, 0.5] + 0.1 * rng.normal(size=200)
@@ -66,12 +70,12 @@ def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: f
     (0.011, 3.0)
     """
     eig = np.maximum(eig, 0.0)
-    s2 = syy / max(n - 1, 1)
+    s2 = (dof * pool + syy) / max(dof + n - 1, 1)
     for _ in range(iters):
         m = proj / (eig + lam)
         gamma = float((eig / (eig + lam)).sum())
         rss = max(syy - 2.0 * float(m @ proj) + float((eig * m * m).sum()), 0.0)
-        s2 = max(rss / max(n - 1 - gamma, 1e-9), 1e-12)
+        s2 = max((dof * pool + rss) / max(dof + n - 1 - gamma, 1e-9), 1e-12)
         mm = float(m @ m)
         new = float(np.clip(s2 * gamma / mm, 1e-8, _LAMBDA_START)) if mm > 0 and gamma > 0 else _LAMBDA_START
         if abs(math.log(new / lam)) < 1e-4:
@@ -401,7 +405,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis.
 
         The centred scatter ``C`` is not stored: its eigenvectors are those of ``(C + lambda I)^-1``
-        and its eigenvalues ``1/mu - lambda``.
+        and its eigenvalues ``1/mu - lambda``. The noise carries ``_PRIOR_DOF`` pseudo-rounds of the
+        variance pooled over models, as in the scores (:func:`evidence_ridge`).
         """
         n = int(self._n[r, g])
         self._next_fit[r, g] = max(2 * n, 8)
@@ -414,7 +419,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             eig, V = np.linalg.eigh(C)
         eig = np.maximum(eig, 0.0)
         proj = V.T @ self._cxy[r, g]
-        lam, s2, gamma = evidence_ridge(eig, proj, float(self._syy[r, g]), n, lam=min(float(self._lam[r, g]), 1.0))
+        pool = max(float(self._syy[r].sum()), _TINY) / float(np.maximum(self._n[r] - 1, 0).sum())
+        lam, s2, gamma = evidence_ridge(eig, proj, float(self._syy[r, g]), n, lam=min(float(self._lam[r, g]), 1.0), pool=pool, dof=_PRIOR_DOF)
         self._lam[r, g], self._s2[r, g], self._gamma[r, g] = lam, s2, gamma
         self._Cinv[r, g] = (V / (eig + lam)) @ V.T
         self._theta[r, g] = V @ (proj / (eig + lam))
