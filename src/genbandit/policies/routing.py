@@ -58,9 +58,10 @@ def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: f
     (the intercept, fitted by the mean, takes one degree of freedom). MacKay's fixed point:
     ``gamma = sum e_i / (e_i + lambda)``, ``alpha = gamma / |m|^2``,
     ``1/beta = (dof pool + RSS) / (dof + n - 1 - gamma)``, ``lambda = alpha / beta``: with ``dof > 0``
-    the noise carries ``dof`` pseudo-rounds of variance ``pool`` (the mode of a scaled inverse-chi^2
-    prior, Gelman et al., Bayesian Data Analysis, section 2.6), so with fewer rows than features the
-    fixed point cannot collapse onto an interpolating fit (noise and ``lambda`` both to zero).
+    the noise carries ``dof`` pseudo-rounds of variance ``pool`` (the scale of the scaled
+    inverse-chi^2 posterior of a conjugate prior on the noise, Gelman et al., Bayesian Data Analysis,
+    section 3.3), so with fewer rows than features the fixed point cannot collapse onto an
+    interpolating fit (noise and ``lambda`` both to zero).
     Returns ``(lambda, noise variance 1/beta, gamma)``.
 
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X @ [1.0, -2.0, 0.5] + 0.1 * rng.normal(size=200)
@@ -101,8 +102,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     can reach the evidence's degenerate fixed point, an interpolating fit with ``lambda_g`` and
     ``s2_g`` near zero, whose posterior at any new prompt is then as wide as the pooled noise over
     ``lambda_g`` makes it (on the real ParetoBandit stream the weakest model, sent prompts for that
-    width, took 3% to 11% of the rounds after round 1,000 in 3 of 120 orders); ``s2_g`` is again shrunk by two
-    pseudo-rounds to the variance pooled over models when the scores are formed. ``(C_g + lambda_g I)^-1`` is kept by Sherman-Morrison between refits, with
+    width, took 3% to 11% of the rounds after round 1,000 in 3 of 120 orders); ``s2_g`` is again
+    shrunk by two pseudo-rounds to the variance pooled over models when the scores are formed.
+    ``(C_g + lambda_g I)^-1`` is kept by Sherman-Morrison between refits, with
     the features and ``(C_g + lambda_g I)^-1 z`` of the last ``select`` reused by the ``update``;
     ``probabilities`` and the ``select`` after it on the same context share the features and the
     scores. The per-decision arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`).
