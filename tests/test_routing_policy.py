@@ -63,6 +63,19 @@ def test_evidence_ridge_finds_noise_and_switches_slopes_off_without_signal():
         assert 0.07 < s2 < 0.11  # 0.3^2 = 0.09
 
 
+def test_evidence_ridge_with_a_noise_prior_does_not_collapse_onto_interpolation():
+    """Fewer rows than features: the bare fixed point interpolates (noise and lambda to ~0); pseudo-rounds of pooled noise keep it a fit."""
+    rng = np.random.default_rng(4)
+    n, D = 12, 40
+    X, y = rng.normal(size=(n, D)), 0.3 * rng.normal(size=n)  # pure noise, variance 0.09
+    Xc, yc = X - X.mean(0), y - y.mean()
+    e, V = np.linalg.eigh(Xc.T @ Xc)
+    bare = evidence_ridge(e, V.T @ (Xc.T @ yc), float(yc @ yc), n)
+    lam, s2, gamma = evidence_ridge(e, V.T @ (Xc.T @ yc), float(yc @ yc), n, pool=0.09, dof=2.0)
+    assert bare[1] < 1e-6 and bare[2] > n - 1.5  # the collapse: every residual degree of freedom spent
+    assert 0.03 < s2 < 0.15 and gamma < n / 2 and lam > 1.0
+
+
 def test_fit_logged_equals_updating_row_by_row():
     rng = np.random.default_rng(2)
     d, n = 6, 120
