@@ -1,7 +1,8 @@
 """Prompts to context vectors for the router.
 
 ``sentence-transformers`` (default) runs all-MiniLM-L6-v2 offline through
-:class:`genbandit.embeddings.SentenceEmbedder`. ``hashing`` is signed feature hashing of word
+:class:`genbandit.embeddings.SentenceEmbedder`, on ONNX Runtime when it is installed (``backend =
+"auto"``; the same vectors, faster) or on torch. ``hashing`` is signed feature hashing of word
 unigrams and bigrams (no model, no torch: for small deployments and tests of the service
 itself). ``none`` takes no prompts: clients send precomputed embeddings. Every context is scaled
 to unit norm, as the kernel policies assume (prompt embeddings on the sphere).
@@ -10,6 +11,7 @@ to unit norm, as the kernel policies assume (prompt embeddings on the sphere).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 import threading
 import time
@@ -127,8 +129,12 @@ def make_embedder(spec):
         return HashingEmbedder(spec.dim), spec.dim
     from ..embeddings import SentenceEmbedder
 
+    backend = spec.backend
+    if backend == "auto":
+        backend = "onnx" if spec.precision == "float32" and all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx")) else "torch"
     # No disk cache unless the config names one: a server's prompts rarely repeat.
-    model = _Batched(SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir or False))
+    model = _Batched(SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir or False, backend=backend, precision=spec.precision,
+                                      threads=spec.threads))
     dim = int(model.encode(["warm-up"]).shape[1])  # loads the weights now, not on the first request
     if spec.dim is not None and spec.dim != dim:
         from ..core.validation import InvalidParameterError
