@@ -251,14 +251,16 @@ class SentenceEmbedder:
 
 
 class _OnnxModel:
-    """A sentence-transformers model (transformer, pooling, normalisation) exported to ONNX and run by ONNX Runtime.
+    """A BERT sentence-transformers model (mean pooling) exported to ONNX, run by ONNX Runtime on the real tokens only.
 
-    The export runs once per model: the file is named for the SHA-256 of the model's files, in
-    ``default_cache_dir("onnx")``, written to a temporary name and renamed (processes that export
-    at the same time each write a whole file). The session applies ONNX Runtime's graph
-    optimisations (operator fusion, constant folding) on load. Texts go through the model's own
-    tokenizer (``SentenceTransformer.tokenize``: its truncation at ``max_seq_length``, padding to
-    the longest text of the batch).
+    A batch pads every text to its longest; the linear layers, nearly all of the cost, then run
+    over the padding too. In the exported graph (:func:`_unpadded_graph`) they run over the real
+    tokens alone, and only attention sees the padded layout, with the padding masked out as in the
+    padded forward pass. The export runs once per model: the file is named for the SHA-256 of the
+    model's files, in ``default_cache_dir("onnx")``, written to a temporary name and renamed
+    (processes that export at the same time each write a whole file). The session applies ONNX
+    Runtime's graph optimisations (operator fusion, constant folding) on load. Texts go through
+    the model's own tokenizer (truncation at its ``max_seq_length``).
     """
 
     def __init__(self, model: Any, model_dir: Path, name: str, threads: int | None) -> None:
@@ -270,9 +272,9 @@ class _OnnxModel:
             with open(file, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
-        path = default_cache_dir("onnx") / f"{name}-{digest.hexdigest()[:16]}.onnx"
+        path = default_cache_dir("onnx") / f"{name}-unpadded-{digest.hexdigest()[:16]}.onnx"
         if not path.is_file():
-            _export(model, self._tokenize, path)
+            self._export(model, path)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.inter_op_num_threads = 1
@@ -281,36 +283,83 @@ class _OnnxModel:
         # Workers that spin between calls take the CPU from the event loop that feeds them.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self._inputs = [i.name for i in self._session.get_inputs()]
+
+    def _inputs(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """The token ids (padded batch), and where the real tokens are: ``keep`` (their flat positions), ``spread`` (each position's token, or T for a pad)."""
+        features = self._tokenize(texts)
+        mask = features["attention_mask"].numpy()
+        keep = np.flatnonzero(mask)
+        spread = np.full(mask.size, len(keep), dtype=np.int64)
+        spread[keep] = np.arange(len(keep))
+        ids = features["input_ids"].numpy()
+        types = features["token_type_ids"].numpy() if "token_type_ids" in features else np.zeros_like(ids)
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "keep": keep, "spread": spread}
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        features = self._tokenize(texts)
-        return self._session.run(None, {name: features[name].numpy() for name in self._inputs})[0]
+        return self._session.run(None, self._inputs(texts))[0]
+
+    def _export(self, model: Any, path: Path) -> None:
+        import warnings
+
+        torch = import_optional("torch", "The ONNX embedding backend", extra="embeddings")
+        import_optional("onnx", "The ONNX embedding backend", extra="onnx")  # torch.onnx.export writes through it
+        graph = _unpadded_graph(model, torch)
+        example = self._inputs(["an example sentence to trace the graph with", "a short one"])
+        names = list(example)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        _log.warning("Exporting the embedding model to ONNX once, to %s (later starts load it)", path)
+        axes = {"input_ids": {0: "batch", 1: "length"}, "attention_mask": {0: "batch", 1: "length"}, "token_type_ids": {0: "batch", 1: "length"},
+                "keep": {0: "tokens"}, "spread": {0: "positions"}, "sentence_embedding": {0: "batch"}}
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the exporter's notes on traced shapes: every shape here is a dynamic axis
+            torch.onnx.export(graph, tuple(torch.from_numpy(example[n]) for n in names), str(tmp), dynamo=False, input_names=names,
+                              output_names=["sentence_embedding"], dynamic_axes=axes, opset_version=17)
+        os.replace(tmp, path)
 
 
-def _export(model: Any, tokenize: Any, path: Path) -> None:
-    """Write ``model`` (a ``SentenceTransformer``: the ids ``tokenize`` makes in, ``sentence_embedding`` out) to ``path`` as ONNX."""
-    import warnings
+def _unpadded_graph(model: Any, torch: Any) -> Any:
+    """``model``'s forward pass (BERT, mean pooling, normalisation) as a module whose linear layers see the real tokens only.
 
-    torch = import_optional("torch", "The ONNX embedding backend", extra="embeddings")
-    import_optional("onnx", "The ONNX embedding backend", extra="onnx")  # torch.onnx.export writes through it
+    Inputs as :meth:`_OnnxModel._inputs` makes them; output ``(batch, dim)`` unit vectors. The
+    embeddings, the attention output, the feed-forward layer and their layer norms are the
+    model's own modules, applied to the ``(T, hidden)`` rows of the real tokens; the attention
+    scores use ``scaled_dot_product_attention`` on the padded ``(batch, heads, length, head_dim)``
+    layout with the padding masked, as the model's own attention does.
+    """
+    from .core.validation import InvalidParameterError
 
-    class SentenceGraph(torch.nn.Module):
-        def __init__(self, inner: Any, names: list[str]) -> None:
+    bert = model[0].auto_model
+    pooling = model[1].get_config_dict() if len(model) > 1 else {}
+    mean = pooling.get("pooling_mode") == "mean" or (
+        pooling.get("pooling_mode_mean_tokens") and not any(v for k, v in pooling.items() if k.startswith("pooling_mode_") and k != "pooling_mode_mean_tokens"))
+    if getattr(bert.config, "model_type", None) != "bert" or not mean:
+        raise InvalidParameterError("The ONNX embedding backend runs BERT models with mean pooling (as all-MiniLM-L6-v2); use backend='torch' for this one.")
+
+    class Unpadded(torch.nn.Module):
+        def __init__(self) -> None:
             super().__init__()
-            self.inner, self.names = inner, names
+            self.bert = bert.eval()
 
-        def forward(self, *tensors):
-            return self.inner(dict(zip(self.names, tensors)))["sentence_embedding"]
+        def forward(self, input_ids, attention_mask, token_type_ids, keep, spread):
+            batch, length = input_ids.shape
+            hidden = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+            width = hidden.shape[-1]
+            x = hidden.reshape(-1, width).index_select(0, keep)
+            allowed = attention_mask.bool()[:, None, None, :]
 
-    features = tokenize(["an example sentence to trace the graph with", "a short one"])
-    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in features]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    _log.warning("Exporting the embedding model to ONNX once, to %s (later starts load it)", path)
-    axes = {n: {0: "batch", 1: "tokens"} for n in names}
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # the exporter's notes on traced Python control flow: shapes here are dynamic axes
-        torch.onnx.export(SentenceGraph(model.eval(), names), tuple(features[n] for n in names), str(tmp), dynamo=False, input_names=names,
-                          output_names=["sentence_embedding"], dynamic_axes={**axes, "sentence_embedding": {0: "batch"}}, opset_version=17)
-    os.replace(tmp, path)
+            def padded(rows):  # (T, width) -> (batch, length, width), zeros at the pads
+                return torch.cat([rows, rows.new_zeros(1, width)]).index_select(0, spread).view(batch, length, width)
+
+            for layer in self.bert.encoder.layer:
+                attn = layer.attention.self
+                heads = attn.num_attention_heads
+                q, k, v = (padded(lin(x)).view(batch, length, heads, -1).transpose(1, 2) for lin in (attn.query, attn.key, attn.value))
+                context = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+                x = layer.attention.output(context.transpose(1, 2).reshape(-1, width).index_select(0, keep), x)
+                x = layer.output(layer.intermediate(x), x)
+            mask = attention_mask.unsqueeze(-1).to(x.dtype)
+            pooled = (padded(x) * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+    return Unpadded()
