@@ -11,10 +11,13 @@ What it measures (every request goes to 127.0.0.1 only, and every phase is bound
    propensity, decision write to SQLite) and ``Router.feedback`` (durable log append + policy
    update), the policy's ``select`` alone, ParetoBandit's ``BanditRouter.route`` /
    ``process_feedback`` on the same vectors (its ``FeatureService.for_precomputed``: no PCA, no
-   encoder), and all-MiniLM-L6-v2 alone on the MiniLM phase's prompts in batches of one per client.
+   encoder), and all-MiniLM-L6-v2 alone on the MiniLM phase's prompts in batches of one per client,
+   for each ``--minilm`` setting (backend, precision, threads: copies of the model, each on one
+   thread taking the next batch, as ``genbandit serve`` runs them), with its CPU time per text.
 2. Over HTTP, ``genbandit serve`` in a child process: ``/v1/route`` with precomputed embeddings,
-   then ``/v1/feedback`` for those decisions, from ``--concurrency`` keep-alive connections; then
-   ``/v1/route`` with prompt text embedded by the real all-MiniLM-L6-v2 model. The load generator
+   then ``/v1/feedback`` for those decisions, from ``--concurrency`` keep-alive connections; then,
+   for each ``--minilm`` setting, ``/v1/route`` with prompt text embedded by the real
+   all-MiniLM-L6-v2 model (a fresh server per setting). The load generator
    runs in its own process (raw HTTP/1.1 over asyncio streams, on uvloop when installed), so that
    its cost is not the server's.
 
@@ -304,14 +307,20 @@ def main() -> int:
     k = args.concurrency
     batches = [texts[40 + i : 40 + i + k] for i in range(0, args.model_requests, k)]
     results["minilm_http_over_forward"] = {}
+    torch.set_num_threads(1)  # as genbandit serve runs it: [embedding] threads copies of the model, each on one thread
     for variant in args.minilm if args.model_requests else []:
-        # The model alone on the prompts of the HTTP phase, in batches of one per client, as genbandit serve runs it: that phase's ceiling.
-        torch.set_num_threads(variant["threads"])
-        alone = SentenceEmbedder(cache_dir=False, **variant)
-        alone.encode(texts[:k])
-        lat, _ = timed(alone.encode, batches)
+        # The model alone on the prompts of the HTTP phase, in batches of one per client, each copy taking the next batch: that phase's ceiling.
+        copies = [SentenceEmbedder(cache_dir=False, **{**variant, "threads": 1}) for _ in range(variant["threads"])]
+        for alone in copies:
+            alone.encode(texts[:k])
+        todo, cpu = iter(batches), time.process_time()
+        start = time.perf_counter()
+        with ThreadPoolExecutor(len(copies)) as pool:
+            lat = [t for part in pool.map(lambda alone: timed(alone.encode, todo)[0], copies) for t in part]
+        wall = time.perf_counter() - start
         results["in_process"][f"all-MiniLM-L6-v2 alone, batches of {k} ({label(variant)}) (per second: texts)"] = {
-            **summary(lat, sum(lat)), "n": sum(map(len, batches)), "per_second": sum(map(len, batches)) / sum(lat)}
+            **summary(lat, wall), "n": sum(map(len, batches)), "per_second": sum(map(len, batches)) / wall,
+            "cpu_ms_per_text": 1e3 * (time.process_time() - cpu) / sum(map(len, batches))}
         results["minilm_http_over_forward"][label(variant)] = (
             results["http"][f"/v1/route, prompt embedded by all-MiniLM-L6-v2 ({label(variant)})"]["per_second"]
             / results["in_process"][f"all-MiniLM-L6-v2 alone, batches of {k} ({label(variant)}) (per second: texts)"]["per_second"])
@@ -332,6 +341,9 @@ def main() -> int:
     for name, s in results["http"].items():
         print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['server_cpu_ms']:.2f} |")
     print(f"\nHTTP routes/s over in-process routes/s (same run): {results['http_over_in_process']:.2f}; over policy.select/s: {results['http_over_select']:.2f}")
+    for name, s in results["in_process"].items():
+        if "cpu_ms_per_text" in s:
+            print(f"{name}: {s['cpu_ms_per_text']:.2f} ms of CPU per text")
     for name, ratio in results["minilm_http_over_forward"].items():
         print(f"MiniLM routes/s over HTTP over the model's own texts/s in batches of {args.concurrency} ({name}): {ratio:.2f}")
     if args.out:

@@ -11,7 +11,6 @@ to unit norm, as the kernel policies assume (prompt embeddings on the sphere).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
 import threading
 import time
@@ -144,7 +143,15 @@ def make_embedder(spec):
 
     backend = spec.backend
     if backend == "auto":
-        backend = "onnx" if spec.precision == "float32" and all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx")) else "torch"
+        backend = "torch"
+        if spec.precision == "float32":
+            try:
+                import onnx  # noqa: F401 - the export writes through it
+                import onnxruntime  # noqa: F401
+            except ImportError:
+                pass
+            else:
+                backend = "onnx"
     # No disk cache unless the config names one: a server's prompts rarely repeat.
     model = _Batched([SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir or False, backend=backend, precision=spec.precision, threads=1)
                       for _ in range(spec.threads)])
