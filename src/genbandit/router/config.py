@@ -51,7 +51,7 @@ A config, in full (every table but ``[[models]]`` is optional)::
     model = "all-MiniLM-L6-v2"
     dim = 384                     # for "hashing" and "none"
     backend = "auto"              # "onnx" (ONNX Runtime), "torch" (sentence-transformers); "auto": onnx when installed
-    precision = "float32"         # or "bfloat16" (torch backend: faster on CPUs with bfloat16 instructions, vectors move slightly)
+    precision = "float32"         # "bfloat16" (torch) or "int8" (onnx): faster, and the vectors move slightly
     threads = 1                   # the model's threads under genbandit serve (the event loop needs a core too)
 
     [store]
@@ -346,8 +346,8 @@ def load_router_config(source: str | Path | dict) -> RouterConfig:
     )
     if embedding.backend not in ("auto", "onnx", "torch"):
         _fail("[embedding] backend", f"must be 'auto', 'onnx' or 'torch'. Got {embedding.backend!r} instead.")
-    if embedding.precision not in ("float32", "bfloat16") or (embedding.precision == "bfloat16" and embedding.backend == "onnx"):
-        _fail("[embedding] precision", f"must be 'float32' or, with the torch backend, 'bfloat16'. Got {embedding.precision!r} instead.")
+    if embedding.precision not in {"auto": ("float32", "bfloat16", "int8"), "torch": ("float32", "bfloat16"), "onnx": ("float32", "int8")}[embedding.backend]:
+        _fail("[embedding] precision", f"must be 'float32', 'bfloat16' (torch backend) or 'int8' (onnx backend). Got {embedding.precision!r} instead.")
 
     s = _check_keys(raw.get("store", {}), set(StoreSpec.__dataclass_fields__), "[store]")
     store_kind = s.get("kind", "sqlite")

@@ -143,7 +143,7 @@ def make_embedder(spec):
 
     backend = spec.backend
     if backend == "auto":
-        backend = "torch"
+        backend = {"bfloat16": "torch", "int8": "onnx"}.get(spec.precision, "torch")
         if spec.precision == "float32":
             try:
                 import onnx  # noqa: F401 - the export writes through it
