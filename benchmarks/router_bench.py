@@ -205,7 +205,9 @@ def _load_process(port: int, path: str, bodies: list[bytes], concurrency: int, m
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    return runner(_drive(port, path, bodies, concurrency, max_seconds, headers))
+    cpu = time.process_time()
+    latencies, wall, answers = runner(_drive(port, path, bodies, concurrency, max_seconds, headers))
+    return latencies, wall, answers, time.process_time() - cpu
 
 
 def cpu_seconds(pid: int) -> float:
@@ -220,13 +222,14 @@ def drive(pool, url: str, bodies: list[dict], path: str, concurrency: int, max_s
 
     With ``server``, the summary also holds the CPU time that process used per answered request
     (``server_cpu_ms``): what a request costs the server, which a busy machine changes far less
-    than it changes requests per second.
+    than it changes requests per second. ``client_cpu_ms`` is the load generator's CPU time per
+    request: the two together bound the requests per second that the machine's cores can carry.
     """
     port = int(url.rsplit(":", 1)[1])
     encoded = [json.dumps(b).encode() for b in bodies]
     before = cpu_seconds(server.pid) if server is not None else None
-    latencies, wall, answers = pool.submit(_load_process, port, path, encoded, concurrency, max_seconds, headers).result()
-    out = summary(latencies, wall)
+    latencies, wall, answers, client_cpu = pool.submit(_load_process, port, path, encoded, concurrency, max_seconds, headers).result()
+    out = {**summary(latencies, wall), "client_cpu_ms": 1e3 * client_cpu / max(len(latencies), 1)}
     if before is not None:
         out["server_cpu_ms"] = 1e3 * (cpu_seconds(server.pid) - before) / max(len(latencies), 1)
     return out, [None if a is None else json.loads(a) for a in answers]
@@ -337,9 +340,10 @@ def main() -> int:
     print("\n| in process | calls | per second | median (µs) | p99 (µs) |\n|---|---|---|---|---|")
     for name, s in results["in_process"].items():
         print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms'] * 1e3:.0f} | {s['p99_ms'] * 1e3:.0f} |")
-    print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) | server CPU per request (ms) |\n|---|---|---|---|---|---|")
+    print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) | server CPU per request (ms) "
+          "| load generator CPU per request (ms) |\n|---|---|---|---|---|---|---|")
     for name, s in results["http"].items():
-        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['server_cpu_ms']:.2f} |")
+        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['server_cpu_ms']:.2f} | {s['client_cpu_ms']:.2f} |")
     print(f"\nHTTP routes/s over in-process routes/s (same run): {results['http_over_in_process']:.2f}; over policy.select/s: {results['http_over_select']:.2f}")
     for name, s in results["in_process"].items():
         if "cpu_ms_per_text" in s:
