@@ -226,11 +226,10 @@ class SentenceEmbedder:
             first = {k: t for k, t in zip(keys, texts)}
             new_texts = [first[k] for k in missing]
             # Texts of similar length share a batch, so a batch pads little (rows do not depend on their batch-mates).
-            order = sorted(range(len(new_texts)), key=lambda i: len(new_texts[i]))
-            vectors = np.empty((len(new_texts), self.dim), dtype=np.float32)
-            for start in range(0, len(order), self.batch_size):
-                rows = order[start : start + self.batch_size]
-                vectors[rows] = self._forward([new_texts[i] for i in rows])
+            order = np.argsort([len(t) for t in new_texts], kind="stable")
+            ranked = np.concatenate([self._forward([new_texts[i] for i in order[start : start + self.batch_size]])
+                                     for start in range(0, len(order), self.batch_size)])
+            vectors = ranked[np.argsort(order)]
             self.n_encoded += len(new_texts)
             memory.update(zip(missing, vectors))
             self._write_chunk(missing, vectors)
