@@ -88,3 +88,25 @@ def test_bfloat16_is_close_to_float32_and_cached_apart(reference, tmp_path):
 def test_bad_backend_settings_are_refused(kwargs, message):
     with pytest.raises(InvalidParameterError, match=message):
         SentenceEmbedder(**kwargs)
+
+
+def test_onnx_backend_refuses_a_model_it_would_get_wrong_and_auto_runs_it_on_torch(tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    st = pytest.importorskip("sentence_transformers")
+    from genbandit.embeddings import bundled_model_path
+    from genbandit.router.config import EmbeddingSpec
+    from genbandit.router.embedders import make_embedder
+
+    monkeypatch.setenv("GENBANDIT_CACHE", str(tmp_path))
+    base = st.SentenceTransformer(str(bundled_model_path("all-MiniLM-L6-v2")), device="cpu")
+    projected = str(tmp_path / "projected")
+    st.SentenceTransformer(modules=[*base, st.models.Dense(in_features=384, out_features=24)]).save(projected)
+    with pytest.raises(InvalidParameterError, match="Transformer -> Pooling -> Normalize -> Dense: use backend='torch'"):
+        SentenceEmbedder(projected, cache_dir=False, backend="onnx").encode(["a prompt"])
+    with pytest.raises(InvalidParameterError, match="use backend='torch'"):
+        make_embedder(EmbeddingSpec(model=projected, backend="onnx"))
+    model, dim = make_embedder(EmbeddingSpec(model=projected))  # backend = "auto"
+    assert dim == 24 and [m.backend for m in model.models] == ["torch"]
+    model, dim = make_embedder(EmbeddingSpec())
+    assert dim == 384 and [m.backend for m in model.models] == ["onnx"]

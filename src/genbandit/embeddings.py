@@ -349,8 +349,10 @@ def _unpadded_graph(model: Any, torch: Any) -> Any:
     pooling = model[1].get_config_dict() if len(model) > 1 else {}
     mean = pooling.get("pooling_mode") == "mean" or (
         pooling.get("pooling_mode_mean_tokens") and not any(v for k, v in pooling.items() if k.startswith("pooling_mode_") and k != "pooling_mode_mean_tokens"))
-    if getattr(bert.config, "model_type", None) != "bert" or not mean:
-        raise InvalidParameterError("The ONNX embedding backend runs BERT models with mean pooling (as all-MiniLM-L6-v2); use backend='torch' for this one.")
+    stages = [type(m).__name__ for m in model]
+    if getattr(bert.config, "model_type", None) != "bert" or not mean or stages not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        raise InvalidParameterError(f"The ONNX embedding backend runs BERT models with mean pooling and nothing after it but a normalisation "
+                                    f"(as all-MiniLM-L6-v2); this one is {' -> '.join(stages)}: use backend='torch'.")
 
     class Unpadded(torch.nn.Module):
         def __init__(self) -> None:

@@ -134,16 +134,21 @@ class _Batched:
 
 
 def make_embedder(spec):
-    """``(embedder or None, dim)`` for an :class:`~genbandit.router.config.EmbeddingSpec`."""
+    """``(embedder or None, dim)`` for an :class:`~genbandit.router.config.EmbeddingSpec`.
+
+    ``backend = "auto"`` runs ONNX Runtime when onnxruntime and onnx are installed and the model is
+    one the ONNX backend runs (BERT, mean pooling), torch otherwise (and for ``bfloat16``).
+    """
     if spec.kind == "none":
         return None, spec.dim
     if spec.kind == "hashing":
         return HashingEmbedder(spec.dim), spec.dim
+    from ..core.validation import InvalidParameterError
     from ..embeddings import SentenceEmbedder
 
     backend = spec.backend
     if backend == "auto":
-        backend = {"bfloat16": "torch", "int8": "onnx"}.get(spec.precision, "torch")
+        backend = "onnx" if spec.precision == "int8" else "torch"
         if spec.precision == "float32":
             try:
                 import onnx  # noqa: F401 - the export writes through it
@@ -152,12 +157,19 @@ def make_embedder(spec):
                 pass
             else:
                 backend = "onnx"
-    # No disk cache unless the config names one: a server's prompts rarely repeat.
-    model = _Batched([SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir or False, backend=backend, precision=spec.precision, threads=1)
-                      for _ in range(spec.threads)])
-    dim = {int(copy.encode(["warm-up"]).shape[1]) for copy in model.models}.pop()  # loads the weights now, not on the first request
-    if spec.dim is not None and spec.dim != dim:
-        from ..core.validation import InvalidParameterError
 
+    def copies(backend: str) -> tuple[_Batched, int]:
+        # No disk cache unless the config names one: a server's prompts rarely repeat.
+        model = _Batched([SentenceEmbedder(model_name=spec.model, cache_dir=spec.cache_dir or False, backend=backend, precision=spec.precision, threads=1)
+                          for _ in range(spec.threads)])
+        return model, {int(copy.encode(["warm-up"]).shape[1]) for copy in model.models}.pop()  # loads the weights now, not on the first request
+
+    try:
+        model, dim = copies(backend)
+    except InvalidParameterError:
+        if spec.backend != "auto" or backend != "onnx":
+            raise
+        model, dim = copies("torch")  # a model the ONNX backend does not run
+    if spec.dim is not None and spec.dim != dim:
         raise InvalidParameterError(f"[embedding] dim = {spec.dim}, but {spec.model} makes {dim}-dimensional embeddings.")
     return model, dim
