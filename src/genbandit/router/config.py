@@ -52,7 +52,7 @@ A config, in full (every table but ``[[models]]`` is optional)::
     dim = 384                     # for "hashing" and "none"
     backend = "auto"              # "onnx" (ONNX Runtime), "torch" (sentence-transformers); "auto": onnx when installed
     precision = "float32"         # "bfloat16" (torch) or "int8" (onnx): faster, and the vectors move slightly
-    threads = 1                   # the model's threads under genbandit serve (the event loop needs a core too)
+    threads = 1                   # copies of the model, each running its own batch on one thread (the event loop needs a core too)
 
     [store]
     kind = "sqlite"               # or "redis" (several replicas sharing one policy)
