@@ -11,10 +11,13 @@ What it measures (every request goes to 127.0.0.1 only, and every phase is bound
    propensity, decision write to SQLite) and ``Router.feedback`` (durable log append + policy
    update), the policy's ``select`` alone, ParetoBandit's ``BanditRouter.route`` /
    ``process_feedback`` on the same vectors (its ``FeatureService.for_precomputed``: no PCA, no
-   encoder), and all-MiniLM-L6-v2 alone on the MiniLM phase's prompts in batches of one per client.
+   encoder), and all-MiniLM-L6-v2 alone on the MiniLM phase's prompts in batches of one per client,
+   for each ``--minilm`` setting (backend, precision, threads: copies of the model, each on one
+   thread taking the next batch, as ``genbandit serve`` runs them), with its CPU time per text.
 2. Over HTTP, ``genbandit serve`` in a child process: ``/v1/route`` with precomputed embeddings,
-   then ``/v1/feedback`` for those decisions, from ``--concurrency`` keep-alive connections; then
-   ``/v1/route`` with prompt text embedded by the real all-MiniLM-L6-v2 model. The load generator
+   then ``/v1/feedback`` for those decisions, from ``--concurrency`` keep-alive connections; then,
+   for each ``--minilm`` setting, ``/v1/route`` with prompt text embedded by the real
+   all-MiniLM-L6-v2 model (a fresh server per setting). The load generator
    runs in its own process (raw HTTP/1.1 over asyncio streams, on uvloop when installed), so that
    its cost is not the server's.
 
@@ -202,7 +205,9 @@ def _load_process(port: int, path: str, bodies: list[bytes], concurrency: int, m
         runner = uvloop.run
     except ImportError:
         runner = asyncio.run
-    return runner(_drive(port, path, bodies, concurrency, max_seconds, headers))
+    cpu = time.process_time()
+    latencies, wall, answers = runner(_drive(port, path, bodies, concurrency, max_seconds, headers))
+    return latencies, wall, answers, time.process_time() - cpu
 
 
 def cpu_seconds(pid: int) -> float:
@@ -217,13 +222,14 @@ def drive(pool, url: str, bodies: list[dict], path: str, concurrency: int, max_s
 
     With ``server``, the summary also holds the CPU time that process used per answered request
     (``server_cpu_ms``): what a request costs the server, which a busy machine changes far less
-    than it changes requests per second.
+    than it changes requests per second. ``client_cpu_ms`` is the load generator's CPU time per
+    request: the two together bound the requests per second that the machine's cores can carry.
     """
     port = int(url.rsplit(":", 1)[1])
     encoded = [json.dumps(b).encode() for b in bodies]
     before = cpu_seconds(server.pid) if server is not None else None
-    latencies, wall, answers = pool.submit(_load_process, port, path, encoded, concurrency, max_seconds, headers).result()
-    out = summary(latencies, wall)
+    latencies, wall, answers, client_cpu = pool.submit(_load_process, port, path, encoded, concurrency, max_seconds, headers).result()
+    out = {**summary(latencies, wall), "client_cpu_ms": 1e3 * client_cpu / max(len(latencies), 1)}
     if before is not None:
         out["server_cpu_ms"] = 1e3 * (cpu_seconds(server.pid) - before) / max(len(latencies), 1)
     return out, [None if a is None else json.loads(a) for a in answers]
@@ -244,16 +250,32 @@ def over_http(vectors: np.ndarray, texts: list[str], args, tmp: Path) -> dict:
         finally:
             proc.terminate()
             proc.wait(30)
-        if args.model_requests:
-            proc, url = start_server({"embedding": {"kind": "sentence-transformers"}, "policy": args.policy}, tmp, "minilm")
+        for variant in args.minilm if args.model_requests else []:
+            proc, url = start_server({"embedding": {"kind": "sentence-transformers", **variant}, "policy": args.policy}, tmp, "minilm")
             try:
                 drive(pool, url, [{"prompt": t} for t in texts[:40]], "/v1/route", args.concurrency, 120)
                 bodies = [{"prompt": texts[(i + 40) % len(texts)]} for i in range(args.model_requests)]
-                out["/v1/route, prompt embedded by all-MiniLM-L6-v2"], _ = drive(pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds, server=proc)
+                out[f"/v1/route, prompt embedded by all-MiniLM-L6-v2 ({label(variant)})"], _ = drive(
+                    pool, url, bodies, "/v1/route", args.concurrency, args.max_seconds, server=proc)
             finally:
                 proc.terminate()
                 proc.wait(30)
     return out
+
+
+def minilm_variant(text: str) -> dict:
+    """``backend=onnx,threads=2`` -> the [embedding] keys of one MiniLM phase (backend, precision, threads)."""
+    variant = {"backend": "torch", "precision": "float32", "threads": 1}
+    for pair in text.split(","):
+        key, _, value = pair.partition("=")
+        if key not in variant:
+            raise argparse.ArgumentTypeError(f"--minilm takes backend=..., precision=... and threads=...; got {pair!r}")
+        variant[key] = int(value) if key == "threads" else value
+    return variant
+
+
+def label(variant: dict) -> str:
+    return f"{variant['backend']}, {variant['precision']}, {variant['threads']} thread{'s' if variant['threads'] > 1 else ''}"
 
 
 def main() -> int:
@@ -264,8 +286,11 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--policy", default="evidence-thompson", help="the router's [policy] name (default: the router's default)")
     parser.add_argument("--max-seconds", type=float, default=60.0, help="time bound of each HTTP phase")
+    parser.add_argument("--minilm", type=minilm_variant, action="append",
+                        help="an [embedding] setting of the MiniLM phases, e.g. backend=onnx,threads=2 (repeatable; default: backend=torch and backend=onnx)")
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     args = parser.parse_args()
+    args.minilm = args.minilm or [minilm_variant("backend=torch"), minilm_variant("backend=onnx")]
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from threadpoolctl import threadpool_limits
@@ -280,22 +305,32 @@ def main() -> int:
     vectors = embedder.encode(texts[:500]).astype(float)
     with tempfile.TemporaryDirectory() as tmp:
         results = {"in_process": in_process(vectors, args.inproc, Path(tmp), args.policy), "http": over_http(vectors, texts, args, Path(tmp))}
-    if args.model_requests:  # the model alone on the prompts of the HTTP phase, in batches of one per client: the ceiling of that phase
-        import torch
+    import torch
 
-        torch.set_num_threads(1)  # as genbandit serve runs it ([embedding] threads = 1)
-        model, k = embedder._load(), args.concurrency
-        batches = [texts[40 + i : 40 + i + k] for i in range(0, args.model_requests, k)]
-        lat, _ = timed(lambda b: model.encode(b, batch_size=k, normalize_embeddings=True, show_progress_bar=False), batches)
-        results["in_process"][f"all-MiniLM-L6-v2 forward pass alone, batches of {k}, 1 thread (per second: texts)"] = {
-            **summary(lat, sum(lat)), "n": sum(map(len, batches)), "per_second": sum(map(len, batches)) / sum(lat)}
+    k = args.concurrency
+    batches = [texts[40 + i : 40 + i + k] for i in range(0, args.model_requests, k)]
+    results["minilm_http_over_forward"] = {}
+    torch.set_num_threads(1)  # as genbandit serve runs it: [embedding] threads copies of the model, each on one thread
+    for variant in args.minilm if args.model_requests else []:
+        # The model alone on the prompts of the HTTP phase, in batches of one per client, each copy taking the next batch: that phase's ceiling.
+        copies = [SentenceEmbedder(cache_dir=False, **{**variant, "threads": 1}) for _ in range(variant["threads"])]
+        for alone in copies:
+            alone.encode(texts[:k])
+        todo, cpu = iter(batches), time.process_time()
+        start = time.perf_counter()
+        with ThreadPoolExecutor(len(copies)) as pool:
+            lat = [t for part in pool.map(lambda alone: timed(alone.encode, todo)[0], copies) for t in part]
+        wall = time.perf_counter() - start
+        results["in_process"][f"all-MiniLM-L6-v2 alone, batches of {k} ({label(variant)}) (per second: texts)"] = {
+            **summary(lat, wall), "n": sum(map(len, batches)), "per_second": sum(map(len, batches)) / wall,
+            "cpu_ms_per_text": 1e3 * (time.process_time() - cpu) / sum(map(len, batches))}
+        results["minilm_http_over_forward"][label(variant)] = (
+            results["http"][f"/v1/route, prompt embedded by all-MiniLM-L6-v2 ({label(variant)})"]["per_second"]
+            / results["in_process"][f"all-MiniLM-L6-v2 alone, batches of {k} ({label(variant)}) (per second: texts)"]["per_second"])
     inproc = results["in_process"]
     http_route = results["http"]["/v1/route, precomputed embedding"]["per_second"]
     results["http_over_in_process"] = http_route / next(s["per_second"] for k, s in inproc.items() if k.startswith("genbandit route"))
     results["http_over_select"] = http_route / next(s["per_second"] for k, s in inproc.items() if k.startswith("genbandit policy.select"))
-    if args.model_requests:
-        results["minilm_http_over_forward"] = (results["http"]["/v1/route, prompt embedded by all-MiniLM-L6-v2"]["per_second"]
-                                               / next(s["per_second"] for k, s in inproc.items() if k.startswith("all-MiniLM")))
     results["machine"] = {
         "cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load_before, "load_after": os.getloadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "concurrency": args.concurrency, "policy": args.policy,
@@ -305,12 +340,16 @@ def main() -> int:
     print("\n| in process | calls | per second | median (µs) | p99 (µs) |\n|---|---|---|---|---|")
     for name, s in results["in_process"].items():
         print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms'] * 1e3:.0f} | {s['p99_ms'] * 1e3:.0f} |")
-    print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) | server CPU per request (ms) |\n|---|---|---|---|---|---|")
+    print(f"\n| over HTTP (loopback, {args.concurrency} concurrent clients) | requests | per second | p50 (ms) | p99 (ms) | server CPU per request (ms) "
+          "| load generator CPU per request (ms) |\n|---|---|---|---|---|---|---|")
     for name, s in results["http"].items():
-        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['server_cpu_ms']:.2f} |")
+        print(f"| {name} | {s['n']} | {s['per_second']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['server_cpu_ms']:.2f} | {s['client_cpu_ms']:.2f} |")
     print(f"\nHTTP routes/s over in-process routes/s (same run): {results['http_over_in_process']:.2f}; over policy.select/s: {results['http_over_select']:.2f}")
-    if args.model_requests:
-        print(f"MiniLM routes/s over HTTP over the model's own texts/s in batches of {args.concurrency}: {results['minilm_http_over_forward']:.2f}")
+    for name, s in results["in_process"].items():
+        if "cpu_ms_per_text" in s:
+            print(f"{name}: {s['cpu_ms_per_text']:.2f} ms of CPU per text")
+    for name, ratio in results["minilm_http_over_forward"].items():
+        print(f"MiniLM routes/s over HTTP over the model's own texts/s in batches of {args.concurrency} ({name}): {ratio:.2f}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0

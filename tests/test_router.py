@@ -55,6 +55,9 @@ def learned(state: dict) -> dict:
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "policy": {"params": {"n_arms": 3}}}, "fills them in"),
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"kind": "hashing"}}, "dim"),
         ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"threads": 0}}, r"\[embedding\] threads: must be an integer >= 1"),
+        ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"backend": "tvm"}}, r"\[embedding\] backend: must be 'auto', 'onnx' or 'torch'"),
+        ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"backend": "onnx", "precision": "bfloat16"}}, r"\[embedding\] precision: must be 'float32', 'bfloat16' \(torch backend\) or 'int8'"),
+        ({"models": [{"name": "a", "base_url": "http://x"}, {"name": "b", "base_url": "http://y"}], "auth": {"admin_keys": ["k"]}, "embedding": {"backend": "torch", "precision": "int8"}}, r"\[embedding\] precision: must be"),
     ],
 )
 def test_config_errors_are_clear(raw, message):
@@ -334,12 +337,41 @@ def test_batched_embedder_gives_every_caller_its_own_rows():
     from genbandit.router.embedders import HashingEmbedder, _Batched
 
     inner = HashingEmbedder(dim=32)
-    batched = _Batched(inner, max_batch=5)
+    batched = _Batched([inner], max_batch=5)
     texts = [[f"prompt number {i}", f"another {i} {i}"][: 1 + i % 2] for i in range(40)]
     with ThreadPoolExecutor(8) as pool:
         outs = list(pool.map(batched.encode, texts))
     for t, out in zip(texts, outs):
         np.testing.assert_allclose(out, inner.encode(t), rtol=0, atol=1e-12)
+
+
+def test_batched_embedder_runs_a_batch_on_each_idle_copy():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from genbandit.router.embedders import HashingEmbedder, _Batched
+
+    both_busy = threading.Barrier(2, timeout=10)  # a copy's first forward pass returns only once the other copy runs one too
+
+    class Copy(HashingEmbedder):
+        def __init__(self):
+            super().__init__(dim=16)
+            self.batches = []
+
+        def encode(self, texts):
+            self.batches.append(len(texts))
+            if len(self.batches) == 1:
+                both_busy.wait()
+            return super().encode(texts)
+
+    copies = [Copy(), Copy()]
+    batched = _Batched(copies, window_s=0.0)
+    texts = [[f"prompt {i}"] for i in range(40)]
+    with ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(batched.encode, texts))
+    assert all(c.batches for c in copies) and sum(sum(c.batches) for c in copies) == 40
+    for t, out in zip(texts, outs):
+        np.testing.assert_allclose(out, copies[0].encode(t), rtol=0, atol=1e-12)
 
 
 def test_batched_embedder_waits_for_callers_that_come_back_together():
@@ -357,7 +389,7 @@ def test_batched_embedder_waits_for_callers_that_come_back_together():
                 release.wait(10)
             return super().encode(texts)
 
-    batched = _Batched(Gated(dim=8), window_s=5.0)
+    batched = _Batched([Gated(dim=8)], window_s=5.0)
 
     def callers(n: int, gap_s: float) -> None:
         threads = [threading.Thread(target=batched.encode, args=([f"prompt {i}"],)) for i in range(n)]

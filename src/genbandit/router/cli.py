@@ -62,11 +62,12 @@ def _serve(args: argparse.Namespace) -> int:
     # event loop for the CPU: with one, a feedback took 0.66 ms of CPU instead of 6.3 ms (RFF-UCB, 2 busy cores).
     threadpool_limits(1, user_api="blas")
     if config.embedding.kind == "sentence-transformers":
-        # Torch's default, a thread per core, spins against the event loop (and the load) for the CPU: on 2 busy
-        # cores that gave a longer latency tail and more CPU per request than one thread.
+        # Each copy of the model ([embedding] threads) runs its forward passes on one thread. Torch's default, a thread
+        # per core, spins against the event loop (and the load) for the CPU, and every operator waits for its slowest
+        # thread: on 2 busy cores a forward pass on two threads ran at a tenth of its speed on one.
         import torch
 
-        torch.set_num_threads(config.embedding.threads)
+        torch.set_num_threads(1)
     # One process per router: replicas are separate processes sharing a Redis store.
     uvicorn.Server(server_config(create_app(config), config, host=args.host, port=args.port, log_level=args.log_level)).run()
     return 0

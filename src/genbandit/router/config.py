@@ -50,7 +50,9 @@ A config, in full (every table but ``[[models]]`` is optional)::
     kind = "sentence-transformers"  # or "hashing" (no model), or "none" (clients send embeddings)
     model = "all-MiniLM-L6-v2"
     dim = 384                     # for "hashing" and "none"
-    threads = 1                   # torch threads of the model under genbandit serve (the event loop needs a core too)
+    backend = "auto"              # "onnx" (ONNX Runtime), "torch" (sentence-transformers); "auto": onnx when installed
+    precision = "float32"         # "bfloat16" (torch) or "int8" (onnx): faster, and the vectors move slightly
+    threads = 1                   # copies of the model, each running its own batch on one thread (the event loop needs a core too)
 
     [store]
     kind = "sqlite"               # or "redis" (several replicas sharing one policy)
@@ -150,6 +152,8 @@ class EmbeddingSpec:
     model: str = "all-MiniLM-L6-v2"
     dim: int | None = None
     cache_dir: str | None = None
+    backend: str = "auto"
+    precision: str = "float32"
     threads: int = 1
 
 
@@ -336,8 +340,14 @@ def load_router_config(source: str | Path | dict) -> RouterConfig:
         model=_string(e.get("model", "all-MiniLM-L6-v2"), "[embedding] model"),
         dim=dim,
         cache_dir=_string(e["cache_dir"], "[embedding] cache_dir") if "cache_dir" in e else None,
+        backend=_string(e.get("backend", "auto"), "[embedding] backend"),
+        precision=_string(e.get("precision", "float32"), "[embedding] precision"),
         threads=_int(e.get("threads", 1), "[embedding] threads"),
     )
+    if embedding.backend not in ("auto", "onnx", "torch"):
+        _fail("[embedding] backend", f"must be 'auto', 'onnx' or 'torch'. Got {embedding.backend!r} instead.")
+    if embedding.precision not in {"auto": ("float32", "bfloat16", "int8"), "torch": ("float32", "bfloat16"), "onnx": ("float32", "int8")}[embedding.backend]:
+        _fail("[embedding] precision", f"must be 'float32', 'bfloat16' (torch backend) or 'int8' (onnx backend). Got {embedding.precision!r} instead.")
 
     s = _check_keys(raw.get("store", {}), set(StoreSpec.__dataclass_fields__), "[store]")
     store_kind = s.get("kind", "sqlite")
