@@ -293,7 +293,10 @@ def test_serving_policy_is_the_default_and_carries_its_state(models):
     target, draft = models
     dec = make_decoder(target, draft)
     first = dec.generate(PROMPTS[0], max_new_tokens=40)
-    assert first.arms[: len(dec.arms)] == list(range(len(dec.arms)))  # the first response tries every arm
+    # the first response starts with plain decoding and each drafter's longest arm (whose rounds estimate its shorter ones)
+    longest = {max((i for i, arm in enumerate(dec.arms) if arm.drafter == arm_i.drafter), key=lambda i: dec.arms[i].length)
+               for arm_i in dec.arms}
+    assert sorted(first.arms[: len(longest)]) == sorted(longest)
     second = dec.generate(PROMPTS[0], max_new_tokens=40)
     assert len(set(second.arms[: len(dec.arms)])) < len(dec.arms)  # the next one starts from what it learned
     assert type(dec.serving_policy).__name__ == decoder.SERVING_POLICY == cli.SERVING_POLICY
