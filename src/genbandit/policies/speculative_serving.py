@@ -127,8 +127,8 @@ class WarmThroughputUCB(Policy):
     >>> # arm 0 emits 4 tokens in 10 ms, arm 1 emits 6 tokens in 30 ms: arm 0 is faster per second
     >>> for arm, y, s in [(0, 4, 0.010), (1, 6, 0.030)] * 3:
     ...     _ = policy.update(arm, {"tokens": y, "seconds": s})
-    >>> policy.rates().round(1).tolist()
-    [[400.0, 200.0]]
+    >>> policy.rates().round(1).tolist()  # 3 rounds each: the round times still lean on their common mean
+    [[366.3, 218.4]]
     >>> policy.select()
     0
     >>> policy.begin_response()  # the next response starts from what was learned
