@@ -147,6 +147,17 @@ def test_a_longer_arm_unlucky_at_first_is_not_locked_out_by_its_shorter_arm():
     assert tokens[2] >= tokens[1] >= tokens[0] == 1.0
 
 
+
+def test_a_side_observation_counts_a_round_without_time_or_discount():
+    policy = WarmThroughputUCB(n_arms=3, arm_lengths=[0, 3, 6], arm_drafters=["", "copier", "copier"], seed=0)
+    policy.update(0, {"tokens": 1.0, "seconds": 0.001})
+    policy.observe(2, 5.0)  # copier:6 would have accepted 4 tokens: copier:3, 3 of its 3
+    assert policy._current[0, :, 1].tolist() == [1.0, 1.0, 1.0] and policy._current[0, :, 3].tolist() == [1.0, 0.0, 0.0]
+    assert policy._recent[0, 0, 1] == 1.0  # the discount advances with played rounds only
+    assert policy._current[0, 1, 5] == 1.0 and policy._current[0, 2, 4] == 1.0  # copier:3 accepted in full: copier:6 reached 3
+    with pytest.raises(InvalidInputError):
+        policy.observe(1, 5.0)  # an arm of length 3 emits at most 4 tokens
+
 def test_response_end_in_the_feedback_starts_the_next_response_of_that_run():
     policy = WarmThroughputUCB(n_arms=2, seed=0).reset(n_runs=2)
     for end in ([0, 0], [1, 0]):
