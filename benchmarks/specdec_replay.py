@@ -12,13 +12,17 @@ machine's preemptions included), and the side observations the decoder gives it.
 chain's tokens/s (model times, noise-free) over the best fixed arm's, per class of prompt, mean,
 standard deviation and the worst chain. Run::
 
-    PYTHONPATH=src nice -n 10 python benchmarks/specdec_replay.py [--chains 40] [--param discount=0.97]
+    PYTHONPATH=src nice -n 10 python benchmarks/specdec_replay.py [--chains 40] [--param discount=0.97] [--record FILE]
+
+(``--record FILE``: keep the recording in ``FILE`` and reuse it when it exists, to compare parameters on one recording.)
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
+import os
 import time
 
 import numpy as np
@@ -31,14 +35,20 @@ from genbandit.specdec.demo_training import SHIPPED_DIR, load_models
 from genbandit.specdec.tokenizer import ByteTokenizer
 
 
+def make_decoder() -> SpeculativeDecoder:
+    """The demo's decoder: its shipped models, its drafters and lengths, one torch thread."""
+    torch.set_num_threads(1)
+    target, draft = load_models(SHIPPED_DIR)
+    drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
+    return SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=ByteTokenizer().eos_token_id)
+
+
 def record(max_new_tokens: int):
     """Per prompt: its kind, the greedy continuation's length, and per drafter and position the draft length and acceptance;
     and every fixed arm's measured rounds ``(arm, drafted tokens, seconds)``."""
-    torch.set_num_threads(1)
-    target, draft = load_models(SHIPPED_DIR)
+    decoder = make_decoder()
+    drafters = decoder.drafters
     tok = ByteTokenizer()
-    drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
-    decoder = SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=tok.eos_token_id)
     longest = max(LENGTHS)
     prompts = []
     with torch.no_grad():
@@ -143,11 +153,21 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=40)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--param", action="append", default=[], help="NAME=VALUE, a parameter of the serving policy")
+    parser.add_argument("--record", help="a JSON file to keep the recording in (reused when it exists)")
     args = parser.parse_args()
     params = {name: float(value) for name, value in (item.split("=", 1) for item in args.param)}
     start = time.perf_counter()
-    decoder, prompts, rounds = record(args.max_new_tokens)
-    print(f"recorded {len(prompts)} prompts and {len(rounds)} timed rounds in {time.perf_counter() - start:.0f} s")
+    if args.record and os.path.isfile(args.record):
+        saved = json.loads(open(args.record).read())
+        decoder = make_decoder()
+        prompts, rounds = saved["prompts"], saved["rounds"]
+        print(f"recording read from {args.record}")
+    else:
+        decoder, prompts, rounds = record(args.max_new_tokens)
+        print(f"recorded {len(prompts)} prompts and {len(rounds)} timed rounds in {time.perf_counter() - start:.0f} s")
+        if args.record:
+            with open(args.record, "w") as handle:
+                json.dump({"prompts": prompts, "rounds": rounds}, handle)
     replay = Replay(decoder, prompts, rounds)
     kinds = [kind for kind, _, _ in prompts]
     classes = {"copy-heavy code": "code", "free text": "text", "all prompts": None}
