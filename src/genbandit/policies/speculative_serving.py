@@ -11,22 +11,26 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   rate of a renewal-reward process) and plays the arm of largest optimistic rate. Tokens per round
   depend on the prompt and are learned per response (below); seconds per round are a property of
   the arm (its drafter's cost, the verification of its draft length, cache catch-up) and are
-  averaged over everything seen, geometrically, so that the rounds of a process preempted on a
-  busy machine (ten times slower now and then) do not sway the choice; an arm with few rounds of
-  its own borrows two rounds' weight of its drafter's pooled time (its other lengths), and an arm
-  with none takes that pooled time.
+  averaged over everything seen, geometrically, each round counting as at most twice the arm's
+  current estimate, so that the rounds of a process preempted on a busy machine (several times
+  slower now and then) do not sway the choice. The estimate is shrunk in two levels, as a
+  hierarchical model's posterior mean is (Gelman et al., *Bayesian Data Analysis*, section 5.4): an
+  arm with few rounds of its own borrows two rounds' weight of its drafter's pooled time (its other
+  lengths), and that pooled time two rounds' weight of every arm's, so an arm whose first round
+  was preempted is not written off on it, and an arm with no round of its own takes its drafter's.
 - **Warm start.** The statistics carry from one response to the next. Tokens per round are carried
   close to a mean over responses (a response weighs as many rounds as the arm had in it, 4 at most:
   a copier pulled all along the copy-heavy responses would otherwise look good on every prompt,
   and a single lucky probe weighs one round), capped at ``memory`` rounds; round times as a mean
   over rounds, capped at ``memory`` rounds. Within a response the carried estimate counts as
-  ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` when the arm has ``m``
-  discounted rounds of its own in this response, so the response's own rounds override the prior
-  within a few rounds when the prompt differs from the earlier ones (copy-heavy after free text).
+  ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` after ``m`` rounds of the arm
+  in this response, so the response's own rounds override the prior within a few rounds when the
+  prompt differs from the earlier ones (copy-heavy after free text).
 - **Drift within a response.** The response's own rounds are discounted by ``discount`` per round
-  (discounted UCB, Garivier and Moulines 2011). As they fade, the carried estimate regains its
-  weight, so an arm left after a few poor rounds early in a response (a copier before the text
-  starts repeating) returns to its carried estimate within a dozen rounds and is tried again.
+  (discounted UCB, Garivier and Moulines 2011), so an arm left after a few poor rounds early in a
+  response (a copier before the text starts repeating) drifts back to its carried estimate and is
+  tried again; a copier is also seen to match again without being played (side observations,
+  :meth:`WarmThroughputUCB.observe`).
 - **A drafter's lengths share one acceptance curve.** Arms of one drafter differ only in draft
   length and a shorter draft is a prefix of a longer one: with ``A`` the number of draft tokens
   the target accepts, an arm of length ``k`` emits ``min(A, k) + 1`` tokens. A round of length
@@ -93,7 +97,7 @@ class WarmThroughputUCB(Policy):
     of ``y`` tokens counting as ``min(y - 1, k_i) + 1`` for it), their tokens over ``p``'s ``g``
     (all their tokens when there is no ``p``), the rounds ``r`` among them that accepted ``k_p``
     draft tokens (all when no ``p``) and ``h`` that accepted ``k_i``, and its own pulls' log seconds.
-    With a carried weight ``w^x = min(prior_rounds, C^x) / (1 + D^x)`` for a count ``x``, the gain
+    With a carried weight ``w^x = min(prior_rounds, C^x) / (1 + R^x)`` for a count ``x``, the gain
     ``G_i = (w^r C^g / C^r + D^g) / (w^r + D^r)`` and ``H_i`` likewise with ``h``; tokens per round
     ``T_i = G_i`` and ``S_i = H_i`` without ``p``, else ``T_i = T_p + S_p G_i`` and ``S_i = S_p H_i``;
     seconds per round ``exp((C^s_i + R^s_i + 2 g_i) / (M_i + 2))`` with ``M_i`` its own pulls and
@@ -240,7 +244,7 @@ class WarmThroughputUCB(Policy):
         self._timed = (pooled[..., 1] > 0) & (self._carried[..., 1] + self._current[..., 1] > 0)
 
     def rates(self) -> np.ndarray:
-        """``(n_runs, n_arms)`` each arm's estimated tokens per second (0 before its first pull)."""
+        """``(n_runs, n_arms)`` each arm's estimated tokens per second (0 while it has no estimate)."""
         self._ensure_state(single=False)
         return self._estimates()[0]
 
