@@ -191,7 +191,8 @@ class WarmThroughputUCB(Policy):
         # -1) for itself and each of its drafter's shorter arms, and its pool
         below = [float(k[j]) if j >= 0 else -1.0 for j in self._previous]
         self._informed = [[(int(j), float(k[j]), below[j]) for j in [i, *np.flatnonzero(row)]] for i, row in enumerate(self._shorter)]
-        self._pool = [[int(j) for j in np.flatnonzero(row)] for row in self._group]
+        self._pool = [tuple(int(j) for j in np.flatnonzero(row)) for row in self._group]
+        self._pools = sorted(set(self._pool))
         self._refresh(carried=True)
 
     def begin_response(self, runs: Any = None) -> None:
@@ -264,23 +265,25 @@ class WarmThroughputUCB(Policy):
 
     def _select_one(self) -> int:
         """``_select`` for a single run in scalar Python: a round of a small model takes about a millisecond, and a
-        numpy call on arrays of a few arms costs a microsecond or more, dozens of them per round."""
-        carried, current, recent = memoryview(self._carried), memoryview(self._current), memoryview(self._recent)
-        gains, holds = memoryview(self._carried_gain), memoryview(self._carried_hold)
-        seconds, timed = memoryview(self._seconds_per_round), memoryview(self._timed)
+        numpy call on arrays of a few arms costs a microsecond or more, dozens of them per round (the arrays are read
+        as Python lists, one call each)."""
+        carried, current, recent = self._carried[0].tolist(), self._current[0].tolist(), self._recent[0].tolist()
+        gains, holds = self._carried_gain[0].tolist(), self._carried_hold[0].tolist()
+        seconds, timed = self._seconds_per_round[0].tolist(), self._timed[0].tolist()
         n_arms = self.n_arms
         tokens, survive, rates, pulls, seen = [0.0] * n_arms, [0.0] * n_arms, [0.0] * n_arms, [0.0] * n_arms, [0.0] * n_arms
         for i in self._order:
-            seen[i] = carried[0, i, 1] + current[0, i, 1]
-            prior = min(self.prior_rounds, carried[0, i, 4]) / (1.0 + current[0, i, 4])
-            reached = prior + recent[0, i, 4]
-            gain = (prior * gains[0, i] + recent[0, i, 0]) / reached if reached > 0.0 else 0.0
-            hold = (prior * holds[0, i] + recent[0, i, 5]) / reached if reached > 0.0 else 0.0
+            c, r, d = carried[i], current[i], recent[i]
+            seen[i] = c[1] + r[1]
+            prior = min(self.prior_rounds, c[4]) / (1.0 + r[4])
+            reached = prior + d[4]
+            gain = (prior * gains[i] + d[0]) / reached if reached > 0.0 else 0.0
+            hold = (prior * holds[i] + d[5]) / reached if reached > 0.0 else 0.0
             p = self._previous[i]
             tokens[i], survive[i] = (gain, hold) if p < 0 else (tokens[p] + survive[p] * gain, survive[p] * hold)
-            if timed[0, i]:
-                rates[i] = tokens[i] / seconds[0, i]
-                pulls[i] = min(self.prior_rounds, carried[0, i, 1]) / (1.0 + current[0, i, 1]) + recent[0, i, 1]
+            if timed[i]:
+                rates[i] = tokens[i] / seconds[i]
+                pulls[i] = min(self.prior_rounds, c[1]) / (1.0 + r[1]) + d[1]
         log_total = math.log(max(sum(pulls), 2.0))
         best_rate = max(rates)
         unseen = [i for i, n in enumerate(pulls) if n <= 0.0]
@@ -342,13 +345,14 @@ class WarmThroughputUCB(Policy):
         for state in (recent, current):
             state[0, arm, 2] += log_seconds
             state[0, arm, 3] += 1.0
-        seen_log = [carried[0, j, 2] + current[0, j, 2] for j in range(self.n_arms)]
-        seen_rounds = [carried[0, j, 3] + current[0, j, 3] for j in range(self.n_arms)]
-        every = sum(seen_log) / max(sum(seen_rounds), 1e-300)
+        seen = (self._carried[0, :, 2:4] + self._current[0, :, 2:4]).tolist()  # per arm: log seconds, own pulls
+        every = sum(log for log, _ in seen) / max(sum(n for _, n in seen), 1e-300)
+        drafter = {}  # per pool (its members), the pooled time shrunk towards every arm's
+        for members in self._pools:
+            drafter[members] = (sum(seen[i][0] for i in members) + _SHRINK * every) / (sum(seen[i][1] for i in members) + _SHRINK)
         seconds_per_round = memoryview(self._seconds_per_round)
         for j, pool in enumerate(self._pool):  # every arm's time leans on every round's
-            drafter = (sum(seen_log[i] for i in pool) + _SHRINK * every) / (sum(seen_rounds[i] for i in pool) + _SHRINK)
-            seconds_per_round[0, j] = math.exp((seen_log[j] + _SHRINK * drafter) / (seen_rounds[j] + _SHRINK))
+            seconds_per_round[0, j] = math.exp((seen[j][0] + _SHRINK * drafter[pool]) / (seen[j][1] + _SHRINK))
         for j, _, _ in self._informed[arm]:
             self._timed[0, j] = True
 
