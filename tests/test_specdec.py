@@ -94,6 +94,27 @@ def test_drafting_with_the_target_itself_accepts_every_token(models):
     assert res.tokens == plain_greedy(target, PROMPTS[1], 25)
 
 
+
+def test_serving_policy_learns_what_a_copier_would_have_emitted_in_other_arms_rounds(models):
+    """Greedy decoding: every round of another arm is compared with the copier's draft, for the copier's longest arm the
+    round's emitted tokens cover (side observations, no time)."""
+    target, _ = models
+    dec = SpeculativeDecoder(target, {"self": ModelDrafter(target), "suffix": SuffixMatchDrafter()}, lengths=[1, 3], include_plain=False)
+    policy = dec.make_policy("WarmThroughputUCB", seed=0)
+    res = dec.generate(PROMPTS[0], policy=policy, max_new_tokens=60)
+    assert res.tokens == plain_greedy(target, PROMPTS[0], 60)
+    labels = [arm.label for arm in dec.arms]
+    own = {label: sum(1 for a in res.arms if labels[a] == label) for label in labels}
+    other = [y for a, y in zip(res.arms, res.emitted) if dec.arms[a].drafter != "suffix"]
+    counted = policy._current[0, :, 1]
+    assert own["self:3"] > 0 and own["suffix:3"] + own["suffix:1"] < res.rounds  # both drafters played
+    # suffix:1 counts every round (its own, suffix:3's through its prefix, the others' by comparison); suffix:3 its own and
+    # the other rounds that emitted at least 3 tokens; the played drafter's arms only their own and their longer arms'
+    assert counted[labels.index("suffix:1")] == res.rounds
+    assert counted[labels.index("suffix:3")] == own["suffix:3"] + sum(y >= 3 for y in other)
+    assert counted[labels.index("self:1")] == own["self:1"] + own["self:3"]
+    assert policy._current[0, labels.index("suffix:1"), 3] == own["suffix:1"]  # no time from a side observation
+
 def test_copy_heavy_prompt_gets_a_higher_mat_from_copiers(models):
     target, draft = models
     dec = make_decoder(target, draft)
@@ -293,7 +314,10 @@ def test_serving_policy_is_the_default_and_carries_its_state(models):
     target, draft = models
     dec = make_decoder(target, draft)
     first = dec.generate(PROMPTS[0], max_new_tokens=40)
-    assert first.arms[: len(dec.arms)] == list(range(len(dec.arms)))  # the first response tries every arm
+    # the first response starts with plain decoding and each drafter's longest arm (whose rounds estimate its shorter ones)
+    longest = {max((i for i, arm in enumerate(dec.arms) if arm.drafter == arm_i.drafter), key=lambda i: dec.arms[i].length)
+               for arm_i in dec.arms}
+    assert sorted(first.arms[: len(longest)]) == sorted(longest)
     second = dec.generate(PROMPTS[0], max_new_tokens=40)
     assert len(set(second.arms[: len(dec.arms)])) < len(dec.arms)  # the next one starts from what it learned
     assert type(dec.serving_policy).__name__ == decoder.SERVING_POLICY == cli.SERVING_POLICY

@@ -84,9 +84,9 @@ def test_begin_response_only_touches_the_given_runs():
     for _ in range(40):
         policy.update_batch(np.array([0, 0]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0])})  # 1 s per round: log seconds 0
     policy.begin_response(runs=np.array([True, False]))
-    assert policy._current[1, 0].tolist() == [120.0, 40.0, 0.0, 40.0] and not policy._current[0].any()  # run 1 untouched
+    assert policy._current[1, 0, :4].tolist() == [120.0, 40.0, 0.0, 40.0] and not policy._current[0].any()  # run 1 untouched
     # tokens per round: the response weighs 4 rounds at most, its mean (3) kept; round times: 40 rounds capped at memory = 30
-    assert policy._carried[0, 0].tolist() == pytest.approx([12.0, 4.0, 0.0, 30.0])
+    assert policy._carried[0, 0, :4].tolist() == pytest.approx([12.0, 4.0, 0.0, 30.0])
     assert np.allclose(policy.rates()[0], [3.0, 0.0])
 
 
@@ -111,22 +111,58 @@ def test_state_dict_continues_exactly():
 
 def test_a_round_tells_what_the_drafters_shorter_arms_would_have_emitted():
     # arms: plain, copier:2, copier:6, model:3
-    policy = WarmThroughputUCB(n_arms=4, arm_lengths=[0, 2, 6, 3], arm_drafters=["", "copier", "copier", "model"], seed=0)
+    policy = WarmThroughputUCB(n_arms=4, arm_lengths=[0, 2, 6, 3], arm_drafters=["", "copier", "copier", "model"], discount=1.0, seed=0)
     policy.update(2, {"tokens": 5.0, "seconds": 0.002})  # copier:6 accepted 4 tokens: copier:2 would have emitted 3
     policy.update(2, {"tokens": 2.0, "seconds": 0.002})  # accepted 1: copier:2 would have emitted 2
-    assert policy._current[0, :, 0].tolist() == [0.0, 5.0, 7.0, 0.0] and policy._current[0, :, 1].tolist() == [0.0, 2.0, 2.0, 0.0]
+    # column 0: each arm's tokens over its next shorter arm's (copier:6 emitted 2 more, then 0 more, than copier:2 would have)
+    assert policy._current[0, :, 0].tolist() == [0.0, 5.0, 2.0, 0.0] and policy._current[0, :, 1].tolist() == [0.0, 2.0, 2.0, 0.0]
     assert policy._current[0, :, 3].tolist() == [0.0, 0.0, 2.0, 0.0]  # only the played arm has a time
-    policy.update(1, {"tokens": 3.0, "seconds": 0.001})  # a shorter arm says nothing about the longer one
+    policy.update(1, {"tokens": 3.0, "seconds": 0.001})  # a shorter arm's round adds no round of the longer one ...
     assert policy._current[0, 2, 1] == 2.0
+    # ... but moves its estimate: copier:2 emits 8 / 3 tokens per round and accepts its 2 draft tokens in 2 of 3 rounds;
+    # copier:6, in the one round of its own that got that far, 2 more: 8 / 3 + 2 / 3 * 2 tokens per round
+    tokens = policy.rates()[0] * policy._seconds_per_round[0]
+    assert tokens[1] == pytest.approx(8.0 / 3.0) and tokens[2] == pytest.approx(8.0 / 3.0 + 2.0 / 3.0 * 2.0)
     with pytest.raises(InvalidParameterError):
         WarmThroughputUCB(n_arms=4, arm_lengths=[0, 2, 6], arm_drafters=["", "c", "c"])
 
+
+def test_a_longer_arm_unlucky_at_first_is_not_locked_out_by_its_shorter_arm():
+    """copier:6 accepts up to 5 more tokens per round than copier:3 at the same cost, but its first rounds (the start of a
+    response, nothing to copy yet) are rejected; the shorter arm's full acceptances keep it below copier:6 in tokens."""
+    policy = WarmThroughputUCB(n_arms=3, arm_lengths=[0, 3, 6], arm_drafters=["", "copier", "copier"], seed=0)
+    rng = np.random.default_rng(7)
+    for arm in (0, 1, 2, 2, 2):  # every arm once, then copier:6 three times with nothing accepted
+        policy.update(arm, {"tokens": 1.0, "seconds": [1.0e-3, 1.1e-3, 1.2e-3][arm]})
+    played = []
+    for response in range(4):
+        for _ in range(60):  # from now on the text repeats: a copier's draft is accepted in full 90% of the rounds
+            arm = policy.select()
+            accepted = [0, 3, 6][arm] if rng.random() < 0.9 else int(rng.integers(0, [0, 3, 6][arm] + 1))
+            policy.update(arm, {"tokens": accepted + 1.0, "seconds": [1.0e-3, 1.1e-3, 1.2e-3][arm] * rng.uniform(0.9, 1.1)})
+            played.append(arm)
+        policy.begin_response()
+    assert played[-60:].count(2) >= 55  # the last response plays copier:6
+    tokens = policy.rates()[0] * policy._seconds_per_round[0]
+    assert tokens[2] >= tokens[1] >= tokens[0] == 1.0
+
+
+
+def test_a_side_observation_counts_a_round_without_time_or_discount():
+    policy = WarmThroughputUCB(n_arms=3, arm_lengths=[0, 3, 6], arm_drafters=["", "copier", "copier"], seed=0)
+    policy.update(0, {"tokens": 1.0, "seconds": 0.001})
+    policy.observe(2, 5.0)  # copier:6 would have accepted 4 tokens: copier:3, 3 of its 3
+    assert policy._current[0, :, 1].tolist() == [1.0, 1.0, 1.0] and policy._current[0, :, 3].tolist() == [1.0, 0.0, 0.0]
+    assert policy._recent[0, 0, 1] == 1.0  # the discount advances with played rounds only
+    assert policy._current[0, 1, 5] == 1.0 and policy._current[0, 2, 4] == 1.0  # copier:3 accepted in full: copier:6 reached 3
+    with pytest.raises(InvalidInputError):
+        policy.observe(1, 5.0)  # an arm of length 3 emits at most 4 tokens
 
 def test_response_end_in_the_feedback_starts_the_next_response_of_that_run():
     policy = WarmThroughputUCB(n_arms=2, seed=0).reset(n_runs=2)
     for end in ([0, 0], [1, 0]):
         policy.update_batch(np.array([1, 1]), {"tokens": np.array([3.0, 3.0]), "seconds": np.array([1.0, 1.0]), "response_end": np.array(end)})
-    assert not policy._current[0].any() and policy._carried[0, 1].tolist() == [6.0, 2.0, 0.0, 2.0]  # run 0 folded its response in
+    assert not policy._current[0].any() and policy._carried[0, 1, :4].tolist() == [6.0, 2.0, 0.0, 2.0]  # run 0 folded its response in
     assert policy._current[1, 1, 1] == 2.0 and not policy._carried[1].any()  # run 1 is still in its first response
 
 

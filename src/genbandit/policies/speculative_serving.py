@@ -11,32 +11,46 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   rate of a renewal-reward process) and plays the arm of largest optimistic rate. Tokens per round
   depend on the prompt and are learned per response (below); seconds per round are a property of
   the arm (its drafter's cost, the verification of its draft length, cache catch-up) and are
-  averaged over everything seen, geometrically, so that the rounds of a process preempted on a
-  busy machine (ten times slower now and then) do not sway the choice; an arm with few rounds of
-  its own borrows two rounds' weight of its drafter's pooled time (its other lengths).
+  averaged over everything seen, geometrically, each round counting as at most twice the arm's
+  current estimate, so that the rounds of a process preempted on a busy machine (several times
+  slower now and then) do not sway the choice. The estimate is shrunk in two levels, as a
+  hierarchical model's posterior mean is (Gelman et al., *Bayesian Data Analysis*, section 5.4): an
+  arm with few rounds of its own borrows two rounds' weight of its drafter's pooled time (its other
+  lengths), and that pooled time two rounds' weight of every arm's, so an arm whose first round
+  was preempted is not written off on it, and an arm with no round of its own takes its drafter's.
 - **Warm start.** The statistics carry from one response to the next. Tokens per round are carried
   close to a mean over responses (a response weighs as many rounds as the arm had in it, 4 at most:
   a copier pulled all along the copy-heavy responses would otherwise look good on every prompt,
   and a single lucky probe weighs one round), capped at ``memory`` rounds; round times as a mean
-  over rounds, capped at ``memory`` rounds. Within a
-  response the carried estimate
-  counts as ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` after ``m`` pulls of
-  the arm in this response, so the response's own rounds override the prior within a few rounds
-  when the prompt differs from the earlier ones (copy-heavy after free text).
+  over rounds, capped at ``memory`` rounds. Within a response the carried estimate counts as
+  ``prior_rounds`` pulls at first and as ``prior_rounds / (1 + m)`` after ``m`` rounds of the arm
+  in this response, so the response's own rounds override the prior within a few rounds when the
+  prompt differs from the earlier ones (copy-heavy after free text).
 - **Drift within a response.** The response's own rounds are discounted by ``discount`` per round
   (discounted UCB, Garivier and Moulines 2011), so an arm left after a few poor rounds early in a
   response (a copier before the text starts repeating) drifts back to its carried estimate and is
-  tried again.
-- **One round informs the shorter arms of its drafter.** Arms that share a drafter and differ in
-  draft length see the same draft up to their length (each drafter's shorter draft is a prefix of
-  its longer one), so a round of length ``k`` that accepted ``a`` draft tokens tells exactly what
-  every shorter arm ``k' < k`` of that drafter would have emitted, ``min(a, k') + 1`` (given
-  ``arm_lengths`` and ``arm_drafters``). The long and the short arm are then compared on the same
-  rounds, not on different stretches of a response whose text changes as it goes.
+  tried again; a copier is also seen to match again without being played (side observations,
+  :meth:`WarmThroughputUCB.observe`).
+- **A drafter's lengths share one acceptance curve.** Arms of one drafter differ only in draft
+  length and a shorter draft is a prefix of a longer one: with ``A`` the number of draft tokens
+  the target accepts, an arm of length ``k`` emits ``min(A, k) + 1`` tokens. A round of length
+  ``k`` that accepted ``a`` tokens tells exactly what every shorter arm would have emitted, and
+  for a longer arm it is censored at ``k`` when ``a = k``. So tokens per round are estimated as the
+  product-limit estimator does for censored data (Kaplan and Meier, 1958), shortest arm first: an
+  arm ``i`` whose drafter's next shorter arm is ``p`` has ``T_i = T_p + S_p G_i`` and
+  ``S_i = S_p H_i``, where ``T_p`` and ``S_p`` (the share of rounds with ``A >= k_p``) come from
+  every round of length ``>= k_p``, and ``G_i`` (the mean of ``min(A, k_i) - k_p``) and ``H_i``
+  (the share with ``A >= k_i``) from the rounds of length ``>= k_i`` that reached ``A >= k_p``.
+  A longer arm is thus never estimated below its shorter arm, what it adds rests only on rounds
+  long enough to show it (a shorter arm's rounds cannot extinguish it), and the shorter arm's full
+  acceptances raise it through ``S_p``: an arm locked in at a short length keeps the longer one
+  in reach. Rounds of plain decoding, or of arms given without lengths, are a plain mean.
 - **Dominated arms drop out.** The index is ``rate_i + max_j rate_j (exploration sqrt(ln n / n_i)
-  + 1 / (1 + N_i))``, ``N_i`` every round of the arm seen so far, optimism in units of the best rate: an arm resting on a round or two (a first
-  response, an unlucky first draw) is tried again soon, an arm much slower than the best one over
-  many responses is not pulled again, one within the noise now and then.
+  + 1 / (1 + N_i))``, ``N_i`` every round of the arm seen so far, optimism in units of the best
+  rate: an arm resting on a round or two (a first response, an unlucky first draw) is tried again
+  soon, an arm much slower than the best one over many responses is not pulled again, one within
+  the noise now and then. Arms with no estimate yet are played first, the longest draft of each
+  drafter first (its round estimates the drafter's shorter arms as well).
 
 The simulator runs many servers in lockstep (one per run), each through a chain of responses, so
 ``begin_response(runs)`` starts a new response for the runs in ``runs`` only; a feedback key
@@ -64,6 +78,10 @@ __all__ = ["WarmThroughputUCB"]
 _SHRINK = 2.0
 #: The most rounds one response weighs in an arm's carried tokens per round.
 _PER_RESPONSE = 4.0
+#: A round time counts as at most e^_CLIP = 2 times the arm's estimate (a preempted round on a busy machine).
+_CLIP = math.log(2.0)
+#: The state's columns of an arm's tokens (counted in rounds), as opposed to its round times (counted in own pulls).
+_TOKENS = [0, 1, 4, 5]
 
 
 @register_policy("warm-throughput-ucb")
@@ -72,21 +90,24 @@ class WarmThroughputUCB(Policy):
 
     ``update(arm, {"tokens": y, "seconds": s})``: the round emitted ``y >= 1`` tokens in ``s > 0``
     seconds. A bare number ``y`` counts as ``{"tokens": y, "seconds": 1}`` (a simulator that reports
-    no time: the rate is then tokens per round). Per arm ``i`` the policy keeps carried sums
-    (tokens ``C^y_i``, log seconds ``C^s_i``, pulls ``C^n_i``) from earlier responses and the current
-    response's sums discounted by ``discount`` per round, ``D_i``, and undiscounted, ``R_i``. With
-    ``m_i = R^n_i`` and ``w_i = min(prior_rounds, C^n_i) / (1 + m_i)`` (the carried evidence in
-    pulls), the arm's tokens per round are ``(w_i C^y_i / C^n_i + D^y_i) / n_i`` with
-    ``n_i = w_i + D^n_i``, its seconds per round ``exp((C^s_i + R^s_i + 2 g_i) / (C^n_i + R^n_i + 2))``
-    with ``g_i`` the mean log time of all rounds of its drafter, its rate
-    the ratio of the two, and its index ``rate_i + max_j rate_j (exploration sqrt(ln(n) / n_i) + 1 / (1 + N_i))``
-    (``N_i = C^n_i + R^n_i``) with
-    ``n = sum_i n_i``. An arm never pulled is played first. ``begin_response()`` folds the
-    response into the carried sums (its tokens per round with a weight of ``min(m_i, 4)`` rounds,
-    its round times as they came) and caps each arm's carried counts at ``memory`` (means kept), so older responses fade. With ``arm_lengths`` and ``arm_drafters``, a round of
-    arm ``i`` (length ``k``, ``y`` tokens) also counts as a round of ``min(y - 1, k') + 1`` tokens,
-    without time, for every arm of the same drafter with a length ``0 < k' < k``. ``reset()``
-    forgets everything.
+    no time: the rate is then tokens per round). Per arm ``i`` (length ``k_i``; with ``arm_lengths``
+    and ``arm_drafters``, ``p`` its drafter's next shorter arm) the policy keeps carried sums ``C``
+    from earlier responses and the current response's sums, discounted by ``discount`` per round,
+    ``D``, and undiscounted, ``R``, of: rounds ``n`` (its own and its drafter's longer arms', a round
+    of ``y`` tokens counting as ``min(y - 1, k_i) + 1`` for it), their tokens over ``p``'s ``g``
+    (all their tokens when there is no ``p``), the rounds ``r`` among them that accepted ``k_p``
+    draft tokens (all when no ``p``) and ``h`` that accepted ``k_i``, and its own pulls' log seconds.
+    With a carried weight ``w^x = min(prior_rounds, C^x) / (1 + R^x)`` for a count ``x``, the gain
+    ``G_i = (w^r C^g / C^r + D^g) / (w^r + D^r)`` and ``H_i`` likewise with ``h``; tokens per round
+    ``T_i = G_i`` and ``S_i = H_i`` without ``p``, else ``T_i = T_p + S_p G_i`` and ``S_i = S_p H_i``;
+    seconds per round ``exp((C^s_i + R^s_i + 2 g_i) / (M_i + 2))`` with ``M_i`` its own pulls and
+    ``g_i`` the mean log time of all rounds of its drafter; the rate ``T_i`` over that; and the
+    index ``rate_i + max_j rate_j (exploration sqrt(ln(n) / n_i) + 1 / (1 + N_i))`` with
+    ``n_i = w^n + D^n``, ``n = sum_i n_i``, ``N_i = C^n_i + R^n_i``. Arms without an estimate yet
+    are played first, the longest first. ``begin_response()`` folds the response into the carried
+    sums (its rounds with a weight of ``min(R^n_i, 4)`` rounds, its round times as they came) and
+    caps each arm's carried counts at ``memory`` (means kept), so older responses fade.
+    ``reset()`` forgets everything.
 
     Parameters
     ----------
@@ -100,8 +121,8 @@ class WarmThroughputUCB(Policy):
     discount : float
         Per-round discount of the response's own rounds in the estimates (1: none).
     arm_lengths, arm_drafters : sequences of one entry per arm, optional
-        Each arm's draft length (0 for plain decoding) and drafter name; with them, a round also
-        updates the tokens per round of its drafter's shorter arms (see above).
+        Each arm's draft length (0 for plain decoding) and drafter name; with them, the lengths of
+        a drafter share one acceptance curve (see above).
 
     Examples
     --------
@@ -110,8 +131,8 @@ class WarmThroughputUCB(Policy):
     >>> # arm 0 emits 4 tokens in 10 ms, arm 1 emits 6 tokens in 30 ms: arm 0 is faster per second
     >>> for arm, y, s in [(0, 4, 0.010), (1, 6, 0.030)] * 3:
     ...     _ = policy.update(arm, {"tokens": y, "seconds": s})
-    >>> policy.rates().round(1).tolist()
-    [[400.0, 200.0]]
+    >>> policy.rates().round(1).tolist()  # 3 rounds each: the round times still lean on their common mean
+    [[366.3, 218.4]]
     >>> policy.select()
     0
     >>> policy.begin_response()  # the next response starts from what was learned
@@ -150,10 +171,12 @@ class WarmThroughputUCB(Policy):
                                         f"Got {self.arm_lengths!r} and {self.arm_drafters!r} instead.")
 
     def _init_state(self, n_runs: int) -> None:
-        # [..., 0] tokens, [..., 1] rounds they were observed in (own or counterfactual), [..., 2] log seconds, [..., 3] own pulls
-        self._carried = np.zeros((n_runs, self.n_arms, 4))
-        self._current = np.zeros((n_runs, self.n_arms, 4))  # this response, as observed
-        self._recent = np.zeros((n_runs, self.n_arms, 4))  # this response, discounted
+        # per arm: [..., 0] tokens over what its previous (next shorter) arm would have emitted, [..., 1] rounds observed (own
+        # or a longer arm's), [..., 2] log seconds, [..., 3] own pulls, [..., 4] rounds where the previous arm's draft was
+        # accepted in full (all rounds for an arm with no previous one), [..., 5] rounds where its own draft was
+        self._carried = np.zeros((n_runs, self.n_arms, 6))
+        self._current = np.zeros((n_runs, self.n_arms, 6))  # this response, as observed
+        self._recent = np.zeros((n_runs, self.n_arms, 6))  # this response, discounted
         # _shorter[i, j]: arm j drafts with arm i's drafter, fewer tokens (a prefix of arm i's draft)
         k = np.zeros(self.n_arms) if self.arm_lengths is None else np.asarray(self.arm_lengths, dtype=float)
         same = np.zeros((self.n_arms, self.n_arms), dtype=bool) if self.arm_drafters is None else \
@@ -161,9 +184,15 @@ class WarmThroughputUCB(Policy):
         self._lengths = k
         self._shorter = same & (k[None, :] > 0) & (k[None, :] < k[:, None])
         self._group = (same | np.eye(self.n_arms, dtype=bool)).astype(float)  # arms pooled for the time prior
-        # the same relations as Python lists, for the one-run path: per arm, its (shorter arm, length) pairs and its pool
-        self._shorter_arms = [[(int(j), float(k[j])) for j in np.flatnonzero(row)] for row in self._shorter]
-        self._pool = [[int(j) for j in np.flatnonzero(row)] for row in self._group]
+        # each arm's previous arm: its drafter's next shorter one (-1: none); estimates are built shortest first
+        self._previous = [int(max(np.flatnonzero(row), key=lambda j: k[j], default=-1)) for row in self._shorter]
+        self._order = [int(i) for i in np.argsort(k, kind="stable")]
+        # the same relations as Python lists, for the one-run path: per arm, (arm, its length, its previous arm's length or
+        # -1) for itself and each of its drafter's shorter arms, and its pool
+        below = [float(k[j]) if j >= 0 else -1.0 for j in self._previous]
+        self._informed = [[(int(j), float(k[j]), below[j]) for j in [i, *np.flatnonzero(row)]] for i, row in enumerate(self._shorter)]
+        self._pool = [tuple(int(j) for j in np.flatnonzero(row)) for row in self._group]
+        self._pools = sorted(set(self._pool))
         self._refresh(carried=True)
 
     def begin_response(self, runs: Any = None) -> None:
@@ -174,9 +203,9 @@ class WarmThroughputUCB(Policy):
         # tokens per round: a response counts as _PER_RESPONSE rounds at most (its mean kept), so the prior is close to
         # a mean over responses, not over the rounds an arm happened to get (a copier pulled all along copy-heavy
         # responses would otherwise dominate), while a single probe counts for one round only
-        current[..., :2] *= np.minimum(current[..., 1:2], _PER_RESPONSE) / np.maximum(current[..., 1:2], 1.0)
+        current[..., _TOKENS] *= np.minimum(current[..., 1:2], _PER_RESPONSE) / np.maximum(current[..., 1:2], 1.0)
         total = self._carried[rows] + current
-        for count, columns in ((1, [0, 1]), (3, [2, 3])):  # cap the carried responses / rounds at `memory`, means kept
+        for count, columns in ((1, _TOKENS), (3, [2, 3])):  # cap the carried responses / rounds at `memory`, means kept
             scale = np.where(total[..., count] > self.memory, self.memory / np.maximum(total[..., count], 1e-300), 1.0)
             total[..., columns] *= scale[..., None]
         self._carried[rows] = total
@@ -185,27 +214,38 @@ class WarmThroughputUCB(Policy):
         self._refresh(carried=True)
 
     def _estimates(self) -> tuple[np.ndarray, np.ndarray]:
-        carried, current, recent = self._carried, self._current, self._recent
-        prior = np.minimum(self.prior_rounds, carried[..., 1]) / (1.0 + current[..., 1])  # in rounds
-        pulls = prior + recent[..., 1]
-        tokens = prior * self._carried_tokens_per_round + recent[..., 0]
-        rate = np.divide(tokens, pulls * self._seconds_per_round, out=np.zeros_like(tokens), where=self._timed)
+        carried, recent = self._carried, self._recent
+        prior = np.minimum(self.prior_rounds, carried[..., [1, 4]]) / (1.0 + self._current[..., [1, 4]])  # in rounds, in reached rounds
+        pulls = prior[..., 0] + recent[..., 1]
+        reached = prior[..., 1] + recent[..., 4]
+        gain = np.divide(prior[..., 1] * self._carried_gain + recent[..., 0], reached, out=np.zeros_like(reached), where=reached > 0)
+        hold = np.divide(prior[..., 1] * self._carried_hold + recent[..., 5], reached, out=np.zeros_like(reached), where=reached > 0)
+        tokens, survive = np.zeros_like(gain), np.zeros_like(gain)
+        for i in self._order:  # product-limit: tokens_i = tokens_p + P(A >= k_p) E[gain_i | A >= k_p], p the previous arm
+            p = self._previous[i]
+            tokens[:, i] = gain[:, i] if p < 0 else tokens[:, p] + survive[:, p] * gain[:, i]
+            survive[:, i] = hold[:, i] if p < 0 else survive[:, p] * hold[:, i]
+        rate = np.divide(tokens, self._seconds_per_round, out=np.zeros_like(tokens), where=self._timed)
         return rate, np.where(self._timed, pulls, 0.0)
 
     def _refresh(self, carried: bool) -> None:
         """Recompute the cached per-arm quantities (the carried ones only at a new response)."""
         if carried:
-            self._carried_tokens_per_round = np.divide(self._carried[..., 0], self._carried[..., 1], out=np.zeros(self._carried.shape[:-1]),
-                                                       where=self._carried[..., 1] > 0)
-        seen = self._carried[..., 2:] + self._current[..., 2:]  # log seconds, own pulls
-        # geometric mean of the arm's round times, shrunk towards its drafter's (all lengths pooled) while it has few;
-        # no matrix product: a BLAS call wakes its thread pool, which costs more than a round of a small model
+            reached = self._carried[..., 4]
+            self._carried_gain, self._carried_hold = (np.divide(self._carried[..., c], reached, out=np.zeros(reached.shape), where=reached > 0)
+                                                      for c in (0, 5))
+        seen = self._carried[..., 2:4] + self._current[..., 2:4]  # log seconds, own pulls
+        # geometric mean of the arm's round times, shrunk towards its drafter's (all lengths pooled) while it has few, and
+        # that towards every arm's; no matrix product: a BLAS call wakes its thread pool, which costs more than a round
         pooled = (seen[..., :, None, :] * self._group[None, :, :, None]).sum(axis=1)
-        self._seconds_per_round = np.exp((seen[..., 0] + _SHRINK * pooled[..., 0] / np.maximum(pooled[..., 1], 1e-300)) / (seen[..., 1] + _SHRINK))
-        self._timed = seen[..., 1] > 0
+        every = seen.sum(axis=-2, keepdims=True)
+        drafter = (pooled[..., 0] + _SHRINK * every[..., 0] / np.maximum(every[..., 1], 1e-300)) / (pooled[..., 1] + _SHRINK)
+        self._seconds_per_round = np.exp((seen[..., 0] + _SHRINK * drafter) / (seen[..., 1] + _SHRINK))
+        # an arm is estimated once it has tokens (its own rounds or a longer arm's) and its drafter a round time
+        self._timed = (pooled[..., 1] > 0) & (self._carried[..., 1] + self._current[..., 1] > 0)
 
     def rates(self) -> np.ndarray:
-        """``(n_runs, n_arms)`` each arm's estimated tokens per second (0 before its first pull)."""
+        """``(n_runs, n_arms)`` each arm's estimated tokens per second (0 while it has no estimate)."""
         self._ensure_state(single=False)
         return self._estimates()[0]
 
@@ -218,58 +258,103 @@ class WarmThroughputUCB(Policy):
         # (N_i: every round ever seen of the arm's tokens, carried included)
         seen = self._carried[..., 1] + self._current[..., 1]
         bonus = self.exploration * np.sqrt(np.log(total) / np.maximum(pulls, 1e-300)) + 1.0 / (1.0 + seen)
-        index = np.where(pulls > 0, rate + rate.max(axis=1, keepdims=True) * bonus, np.inf)  # never pulled: first (lowest index)
-        return index.argmax(axis=1)
+        index = np.where(pulls > 0, rate + rate.max(axis=1, keepdims=True) * bonus, -np.inf)
+        # never estimated: first, the longest draft first (its round informs its drafter's shorter arms), then the lowest index
+        unseen = np.where(pulls > 0, 0.0, 1.0 + self._lengths)
+        return np.where(unseen.max(axis=1) > 0, unseen.argmax(axis=1), index.argmax(axis=1))
 
     def _select_one(self) -> int:
         """``_select`` for a single run in scalar Python: a round of a small model takes about a millisecond, and a
-        numpy call on arrays of a few arms costs a microsecond or more, dozens of them per round."""
-        carried, current, recent = memoryview(self._carried), memoryview(self._current), memoryview(self._recent)
-        per_round, seconds, timed = memoryview(self._carried_tokens_per_round), memoryview(self._seconds_per_round), memoryview(self._timed)
-        rates, pulls, seen = [], [], []
-        for i in range(self.n_arms):
-            n_carried, n_current = carried[0, i, 1], current[0, i, 1]
-            seen.append(n_carried + n_current)
-            if not timed[0, i]:
-                rates.append(0.0)
-                pulls.append(0.0)
-                continue
-            prior = min(self.prior_rounds, n_carried) / (1.0 + n_current)
-            n = prior + recent[0, i, 1]
-            rates.append((prior * per_round[0, i] + recent[0, i, 0]) / (n * seconds[0, i]))
-            pulls.append(n)
+        numpy call on arrays of a few arms costs a microsecond or more, dozens of them per round (the arrays are read
+        as Python lists, one call each)."""
+        carried, current, recent = self._carried[0].tolist(), self._current[0].tolist(), self._recent[0].tolist()
+        gains, holds = self._carried_gain[0].tolist(), self._carried_hold[0].tolist()
+        seconds, timed = self._seconds_per_round[0].tolist(), self._timed[0].tolist()
+        n_arms = self.n_arms
+        tokens, survive, rates, pulls, seen = [0.0] * n_arms, [0.0] * n_arms, [0.0] * n_arms, [0.0] * n_arms, [0.0] * n_arms
+        for i in self._order:
+            c, r, d = carried[i], current[i], recent[i]
+            seen[i] = c[1] + r[1]
+            prior = min(self.prior_rounds, c[4]) / (1.0 + r[4])
+            reached = prior + d[4]
+            gain = (prior * gains[i] + d[0]) / reached if reached > 0.0 else 0.0
+            hold = (prior * holds[i] + d[5]) / reached if reached > 0.0 else 0.0
+            p = self._previous[i]
+            tokens[i], survive[i] = (gain, hold) if p < 0 else (tokens[p] + survive[p] * gain, survive[p] * hold)
+            if timed[i]:
+                rates[i] = tokens[i] / seconds[i]
+                pulls[i] = min(self.prior_rounds, c[1]) / (1.0 + r[1]) + d[1]
         log_total = math.log(max(sum(pulls), 2.0))
         best_rate = max(rates)
+        unseen = [i for i, n in enumerate(pulls) if n <= 0.0]
+        if unseen:  # never estimated: first, the longest draft first, then the lowest index
+            return max(unseen, key=lambda i: (self._lengths[i], -i))
         best, best_index = 0, -math.inf
         for i, n in enumerate(pulls):
-            if n <= 0.0:  # never pulled: first
-                return i
             index = rates[i] + best_rate * (self.exploration * math.sqrt(log_total / n) + 1.0 / (1.0 + seen[i]))
             if index > best_index:
                 best, best_index = i, index
         return best
+
+    def observe(self, arm: int, tokens: float) -> "WarmThroughputUCB":
+        """Count a round that ``arm`` was not played in but whose outcome is known: ``tokens`` it would have emitted.
+
+        A side observation (Mannor and Shamir, 2011): a copier's draft costs microseconds and is a
+        function of the text, so under greedy decoding it can be compared with what the round of
+        another arm emitted. It counts as a round of ``arm`` and of its drafter's shorter arms,
+        without a time and without advancing the discount. One run only.
+        """
+        self._ensure_state(single=True)
+        arm = int(self._check_actions(np.asarray(arm)[None])[0])
+        tokens = float(check_finite_array("tokens", np.asarray([tokens], dtype=float), (1,), type(self).__name__)[0])
+        if not 1.0 <= tokens <= self._lengths[arm] + 1.0:
+            raise InvalidInputError(f"An arm of length {self._lengths[arm]:g} emits 1 to {self._lengths[arm] + 1:g} tokens. Got {tokens!r} instead.")
+        self._observe(arm, tokens)
+        return self
+
+    def _observe(self, arm: int, tokens: float) -> None:
+        """:meth:`observe`, trusting its inputs (the decoder's path)."""
+        self._count(arm, tokens)
+        if any(self._carried[0, j, 3] + self._current[0, j, 3] > 0 for j in self._pool[arm]):  # its drafter has a round time
+            for j, _, _ in self._informed[arm]:
+                self._timed[0, j] = True
+
+    def _count(self, arm: int, tokens: float) -> None:
+        """Add a round of ``tokens`` of ``arm`` to the token counts of the arm and of its drafter's shorter arms."""
+        current, recent = memoryview(self._current), memoryview(self._recent)
+        accepted = tokens - 1.0
+        for j, length, previous in self._informed[arm]:  # the arm, then what its drafter's shorter arms would have emitted
+            emitted = tokens if j == arm else min(accepted, length) + 1.0
+            increment = emitted - (min(accepted, previous) + 1.0 if previous >= 0.0 else 0.0)
+            reached, full = float(previous < 0.0 or accepted >= previous), float(accepted >= length)
+            for state in (recent, current):
+                state[0, j, 0] += increment
+                state[0, j, 1] += 1.0
+                state[0, j, 4] += reached
+                state[0, j, 5] += full
 
     def _update_one(self, arm: int, tokens: float, seconds: float) -> None:
         """``_update`` for a single run in scalar Python (see :meth:`_select_one`): only the played arm, its
         drafter's shorter arms and the round times of its drafter's arms change."""
         carried, current, recent = memoryview(self._carried), memoryview(self._current), memoryview(self._recent)
         self._recent *= self.discount
-        for field, value in enumerate((tokens, 1.0, math.log(seconds), 1.0)):
-            recent[0, arm, field] += value
-            current[0, arm, field] += value
-        for j, length in self._shorter_arms[arm]:  # what the played drafter's shorter arms would have emitted
-            counterfactual = min(tokens - 1.0, length) + 1.0
-            for state in (recent, current):
-                state[0, j, 0] += counterfactual
-                state[0, j, 1] += 1.0
-        pool = self._pool[arm]
-        pooled_log = sum(carried[0, j, 2] + current[0, j, 2] for j in pool)
-        pooled_rounds = sum(carried[0, j, 3] + current[0, j, 3] for j in pool)
+        self._count(arm, tokens)
+        log_seconds = math.log(seconds)
+        if any(carried[0, j, 3] + current[0, j, 3] > 0 for j in self._pool[arm]):  # a time to compare with: clip
+            log_seconds = min(log_seconds, math.log(self._seconds_per_round[0, arm]) + _CLIP)
+        for state in (recent, current):
+            state[0, arm, 2] += log_seconds
+            state[0, arm, 3] += 1.0
+        seen = (self._carried[0, :, 2:4] + self._current[0, :, 2:4]).tolist()  # per arm: log seconds, own pulls
+        every = sum(log for log, _ in seen) / max(sum(n for _, n in seen), 1e-300)
+        drafter = {}  # per pool (its members), the pooled time shrunk towards every arm's
+        for members in self._pools:
+            drafter[members] = (sum(seen[i][0] for i in members) + _SHRINK * every) / (sum(seen[i][1] for i in members) + _SHRINK)
         seconds_per_round = memoryview(self._seconds_per_round)
-        for j in pool:
-            seen_log, seen_rounds = carried[0, j, 2] + current[0, j, 2], carried[0, j, 3] + current[0, j, 3]
-            seconds_per_round[0, j] = math.exp((seen_log + _SHRINK * pooled_log / max(pooled_rounds, 1e-300)) / (seen_rounds + _SHRINK))
-        self._timed[0, arm] = True
+        for j, pool in enumerate(self._pool):  # every arm's time leans on every round's
+            seconds_per_round[0, j] = math.exp((seen[j][0] + _SHRINK * drafter[pool]) / (seen[j][1] + _SHRINK))
+        for j, _, _ in self._informed[arm]:
+            self._timed[0, j] = True
 
     def _update(self, actions, feedback, contexts):
         if self._n_runs == 1:
@@ -279,16 +364,26 @@ class WarmThroughputUCB(Policy):
             return
         rows = np.arange(actions.shape[0])
         tokens = feedback["tokens"]
-        own = np.stack([tokens, np.ones(rows.shape[0]), np.log(feedback["seconds"]), np.ones(rows.shape[0])], axis=1)
+        # the played arm emitted `tokens`; an arm of its drafter of length k would have emitted min(accepted, k) + 1
+        accepted = tokens[:, None] - 1.0
+        previous = np.asarray(self._previous)
+        previous_length = np.where(previous >= 0, self._lengths[np.maximum(previous, 0)], -1.0)
+        emitted = np.minimum(accepted, self._lengths) + 1.0
+        emitted[rows, actions] = tokens
+        before = np.where(previous >= 0, np.minimum(accepted, previous_length) + 1.0, 0.0)
+        informed = self._shorter[actions]
+        informed[rows, actions] = True
+        delta = np.zeros(informed.shape + (6,))
+        delta[..., 0], delta[..., 1] = emitted - before, 1.0
+        delta[..., 4], delta[..., 5] = (previous < 0) | (accepted >= previous_length), accepted >= self._lengths
+        delta *= informed[..., None]
+        log_seconds = np.log(feedback["seconds"])
+        timed = ((self._carried[..., 3] + self._current[..., 3]) * self._group[actions]).sum(axis=1) > 0  # a time to compare with: clip
+        log_seconds = np.where(timed, np.minimum(log_seconds, np.log(self._seconds_per_round[rows, actions]) + _CLIP), log_seconds)
+        delta[rows, actions, 2], delta[rows, actions, 3] = log_seconds, 1.0
         self._recent *= self.discount
-        self._recent[rows, actions] += own
-        self._current[rows, actions] += own
-        shorter = self._shorter[actions]
-        if shorter.any():  # what the played drafter's shorter arms would have emitted: min(accepted, k) + 1
-            counterfactual = np.where(shorter, np.minimum(tokens[:, None] - 1.0, self._lengths[None, :]) + 1.0, 0.0)
-            for state in (self._recent, self._current):
-                state[..., 0] += counterfactual
-                state[..., 1] += shorter
+        self._recent += delta
+        self._current += delta
         self._refresh(carried=False)
         if "response_end" in feedback:
             ended = np.asarray(feedback["response_end"]) != 0

@@ -336,6 +336,11 @@ class SpeculativeDecoder:
                 r_max = (self.max_length + 1) / max(time.perf_counter() - t0, 1e-9)
                 crop_cache(cache, len(ids) - 1)
             result.prefill_seconds = time.perf_counter() - start
+            # side observations: under greedy decoding, a copier's draft (free to make) compared with what the round emitted
+            # tells what the copier's arms would have emitted; per copier, its arms from the shortest
+            copiers = [] if self.temperature != 0 or not timed or not hasattr(policy, "observe") else \
+                [(name, sorted((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length))
+                 for name, drafter in self.drafters.items() if drafter.copier]
             while len(result.tokens) < max_new_tokens and len(ids) <= self.max_positions:
                 # the policy's trusted path (as in the simulator): the decoder's feedback is valid by construction
                 a = fixed if policy is None else int(policy._select(None)[0])
@@ -347,6 +352,7 @@ class SpeculativeDecoder:
                 if k > 0:
                     draft = self.drafters[chosen.drafter].propose(ids, k, temperature=self.temperature, generator=generator)
                     draft.tokens = [int(t) for t in draft.tokens[:k]]
+                side = [(arms, self.drafters[name].propose(ids, self.arms[arms[-1]].length).tokens) for name, arms in copiers if name != chosen.drafter]
                 emitted, cache = self._verify(ids, draft, cache, generator)
                 if self.eos_token_id is not None and self.eos_token_id in emitted:
                     emitted = emitted[: emitted.index(self.eos_token_id) + 1]
@@ -359,6 +365,12 @@ class SpeculativeDecoder:
                 result.round_seconds.append(seconds)
                 if timed:
                     policy._learn(np.array([a]), {"tokens": np.array([float(len(emitted))]), "seconds": np.array([max(seconds, 1e-9)])}, None)
+                    for arms, copy in side:  # the longest arm whose draft the emitted tokens cover: exactly what it would have emitted
+                        fits = [i for i in arms if self.arms[i].length <= len(emitted)]
+                        if fits:
+                            length = self.arms[fits[-1]].length
+                            accepted = next((j for j in range(length) if j >= len(copy) or copy[j] != emitted[j]), length)
+                            policy._observe(fits[-1], accepted + 1.0)
                 elif policy is not None:
                     y = float(len(emitted))
                     if r_max is not None:

@@ -34,6 +34,9 @@ class Drafter:
     """Base class: ``propose(ids, k, ...) -> Draft``; ``start(prompt_len)`` before each prompt."""
 
     name = "drafter"
+    #: Drafts are a deterministic function of the text that costs microseconds (no model): the decoder
+    #: may ask for one in a round where another arm plays, to learn what this drafter would have accepted.
+    copier = False
 
     def start(self, prompt_len: int) -> None:
         """Forget anything tied to the previous prompt; the new prompt is ``ids[:prompt_len]``."""
@@ -60,6 +63,7 @@ class PromptLookupDrafter(Drafter):
     """
 
     name = "pld"
+    copier = True
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
         if not 1 <= min_ngram <= max_ngram:
@@ -113,6 +117,7 @@ class SuffixMatchDrafter(Drafter):
     """
 
     name = "suffix"
+    copier = True
 
     def __init__(self, min_match: int = 2) -> None:
         if min_match < 1:
