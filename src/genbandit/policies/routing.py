@@ -393,8 +393,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """
         ab = np.empty((2, *value.shape))
         _kernels().beta_laws(value, spread, self._ymin, self._ymax, _TINY, ab)
-        beta = rng.beta
-        draw = np.array([beta(a, b) for a, b in zip(ab[0].ravel().tolist(), ab[1].ravel().tolist())]).reshape(value.shape)
+        beta, (a, b) = rng.beta, ab.reshape(2, -1).tolist()
+        draw = np.array([beta(x, y) for x, y in zip(a, b)]).reshape(value.shape)
         return argmax_random_ties(np.where(untried, np.inf, draw), rng) if fresh else draw.argmax(1)
 
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
