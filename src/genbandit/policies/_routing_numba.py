@@ -11,6 +11,7 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
   :func:`information_directed`, the law of information-directed sampling;
+- :func:`argmax_cells`: the law of the largest of independent draws from their CDFs on cells;
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
   feature moments and the Sherman-Morrison step on ``(C + lambda I)^-1`` with its coefficients ``theta``.
 
@@ -271,3 +272,33 @@ def override_laws(mean, var, value, spread, noise, leader_z, z, tiny, out):  # p
     for r in range(R):
         for k in range(G):
             _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, out[r, k])
+
+
+@njit(cache=True, nogil=True)
+def argmax_cells(F, t, w, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(G,)``: ``sum over cells of int prod_(j != g) F_j dF_g``, each CDF quadratic in the cell's parameter.
+
+    ``F`` ``(G, 2N + 1)``: the CDFs at the cells' ends and midpoints (columns ``2i``, ``2i + 1``, ``2i + 2``
+    for cell ``i``); ``t``, ``w``: Gauss-Legendre nodes and weights on [0, 1], exact for the polynomial integrand.
+    """
+    G = F.shape[0]
+    cells = (F.shape[1] - 1) // 2
+    value = np.empty(G)
+    slope = np.empty(G)
+    out[:] = 0.0
+    for i in range(cells):
+        for k in range(t.shape[0]):
+            for g in range(G):
+                lo, mid, hi = F[g, 2 * i], F[g, 2 * i + 1], F[g, 2 * i + 2]
+                c1 = 4.0 * mid - 3.0 * lo - hi
+                c2 = 2.0 * (lo + hi) - 4.0 * mid
+                value[g] = lo + t[k] * (c1 + t[k] * c2)
+                slope[g] = c1 + 2.0 * t[k] * c2
+            for g in range(G):
+                if slope[g] == 0.0:
+                    continue
+                others = 1.0
+                for j in range(G):
+                    if j != g:
+                        others *= value[j]
+                out[g] += w[k] * slope[g] * others

@@ -629,11 +629,12 @@ def argmax_law(F: np.ndarray, ties: str = "first") -> np.ndarray:
 
     The columns of ``F`` are the CDFs at nodes ``x_0 < m_0 < x_1 < ... < m_(N-1) < x_N``, each ``m_i`` inside
     ``(x_i, x_(i+1))``. ``P(g) = int prod_(j != g) F_j dF_g`` over each cell ``[x_i, x_(i+1)]``, with every
-    CDF taken quadratic in a common parameter of the cell through its three values, which integrates
-    exactly by Gauss-Legendre; a cell on which the CDFs are functions of one another's is exact whatever
-    their shapes, so the error is that of the density ratios' change across a cell, and the ``P(g)``
-    sum to ``F`` at ``x_N`` times ... telescoped, to one. The mass at or below ``x_0`` and above ``x_N``
-    are ties (draws rounded to one number), broken to the ``"first"`` index as ``argmax`` does, or ``"uniform"``.
+    CDF taken quadratic in a common parameter of the cell through its three values, which Gauss-Legendre
+    integrates exactly (:func:`~genbandit.policies._routing_numba.argmax_cells`). On a cell where the CDFs
+    are functions of one another this is exact whatever their shapes, so the error is that of the
+    density ratios' change across a cell; over the cells the ``P(g)`` sum to ``prod_g F_g(x_N) -
+    prod_g F_g(x_0)``. The mass at or below ``x_0`` and above ``x_N`` are ties (draws rounded to one
+    number), broken to the ``"first"`` index as ``argmax`` does, or ``"uniform"``.
 
     >>> from scipy.special import ndtr
     >>> x = np.linspace(-8.0, 9.0, 341)  # two Gaussian draws N(0, 1) and N(1, 1): P(second larger) = Phi(1 / sqrt 2)
@@ -642,15 +643,8 @@ def argmax_law(F: np.ndarray, ties: str = "first") -> np.ndarray:
     (0.760250, 0.760250)
     """
     G = F.shape[0]
-    L, M, R = F[:, 0:-1:2], F[:, 1::2], F[:, 2::2]
-    c1, c2 = 4.0 * M - 3.0 * L - R, 2.0 * (L + R) - 4.0 * M
-    t, w = _gauss_legendre(G + 1)
-    t = t[:, None, None]
-    V = L + t * c1 + t * t * c2  # (nodes, G, cells)
-    others = np.ones_like(V)  # prod over j != g, by prefix and suffix products
-    others[:, 1:] = np.cumprod(V[:, :-1], axis=1)
-    others[:, :-1] *= np.cumprod(V[:, :0:-1], axis=1)[:, ::-1]
-    law = np.einsum("k,kgn,kgn->g", w, c1 + 2.0 * t * c2, others)
+    law = np.empty(G)
+    _kernels().argmax_cells(F, *_gauss_legendre(G + 1), law)
     bottom, top = float(np.prod(F[:, 0])), 1.0 - F[:, -1]
     if ties == "first":
         law[0] += bottom
@@ -696,10 +690,17 @@ def _beta_argmax_law(a_bytes: bytes, b_bytes: bytes, ties: str) -> np.ndarray:
     x = np.concatenate([[_SUBNORMAL], x[(x > _SUBNORMAL) & (x < 1.0 - 2.0**-53)]])  # 0.0 and 1.0 are ties
     xs = np.empty(2 * x.size)
     xs[0::2], xs[1:-1:2], xs[-1] = x, (x[:-1] + x[1:]) / 2.0, (x[-1] + 1.0) / 2.0
-    up = xs > 0.5
+    # a law with a, b >= 1 has no mass to speak of beyond 12 standard deviations (below 1e-6 even for
+    # Beta(1, b), the exponential tail): its CDF is 0 or 1 there, not evaluated
     F = np.empty((a.size, xs.size + 1))
-    F[:, :-1][:, ~up] = betainc(a[:, None], b[:, None], xs[~up])
-    F[:, :-1][:, up] = 1.0 - betainc(b[:, None], a[:, None], 1.0 - xs[up])
+    regular = (a >= 1.0) & (b >= 1.0)
+    for g in range(a.size):
+        lo, hi = (m[g] - 12.0 * sd[g], m[g] + 12.0 * sd[g]) if regular[g] else (0.0, 1.0)
+        inside = (xs >= lo) & (xs <= hi)
+        F[g, :-1] = xs > hi
+        low, up = inside & (xs <= 0.5), inside & (xs > 0.5)
+        F[g, :-1][low] = betainc(a[g], b[g], xs[low])
+        F[g, :-1][up] = 1.0 - betainc(b[g], a[g], 1.0 - xs[up])
     F[:, -1] = 1.0 - betainc(b, a, _ROUNDS_TO_ONE)
     return argmax_law(F, ties)
 
