@@ -10,7 +10,7 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`beta_laws`: the Beta laws of the context-free Thompson draw;
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
-  :func:`information_directed`, the law of information-directed sampling;
+  :func:`information_directed`, the law of information-directed sampling at a prompt;
 - :func:`argmax_cells`: the law of the largest of independent draws from their CDFs on cells;
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
   feature moments and the Sherman-Morrison step on ``(C + lambda I)^-1`` with its coefficients ``theta``.
@@ -141,7 +141,7 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_
 
 
 @njit(cache=True, nogil=True)
-def _mixture(mean, var, noise, tiny):  # pragma: no cover - compiled
+def information_directed(mean, var, noise, tiny):  # pragma: no cover - compiled
     """The information-directed law at one prompt (Russo & Van Roy 2018): ``(a, b, q)``, play ``a`` w.p. ``q``, else ``b``.
 
     ``Delta_a = E[max_b theta_b] - mean_a`` with ``E[max]`` of the independent Gaussian posteriors by
@@ -184,18 +184,6 @@ def _mixture(mean, var, noise, tiny):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def information_directed(mean, var, noise, uniform, tiny):  # pragma: no cover - compiled
-    """The model of each row under the information-directed law (:func:`_mixture`), ``uniform`` one U(0, 1) per row:
-    ``a`` when ``uniform < q``, else ``b``."""
-    rows = mean.shape[0]
-    out = np.empty(rows, dtype=np.int64)
-    for r in range(rows):
-        a, b, q = _mixture(mean[r], var[r], noise[r], tiny)
-        out[r] = a if uniform[r] < q else b
-    return out
-
-
-@njit(cache=True, nogil=True)
 def beta_laws(value, spread, ymin, ymax, tiny, out):  # pragma: no cover - compiled
     """Into ``out`` ``(2, R, G)``: ``(a, b)`` of the Beta law on ``[lo, lo + span]`` with each context-free mean ``value``
     and variance ``spread``, ``lo = ymin``, ``span = max(ymax - ymin, tiny)`` per run.
@@ -223,7 +211,7 @@ def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law): 
     The model of largest posterior mean at the prompt when it beats ``k`` by ``z`` posterior standard
     deviations of the difference (``leader_z`` when it is the context-free leader); else, where ``k``
     is worse at the prompt than its context-free mean by ``2 z`` standard deviations, the
-    information-directed law (:func:`_mixture`); else ``k``.
+    information-directed law (:func:`information_directed`); else ``k``.
     """
     G = mean.shape[1]
     best = 0
@@ -238,7 +226,7 @@ def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law): 
     if mean[r, best] - mean[r, k] > width * math.sqrt(var[r, best] + var[r, k]):
         law[best] = 1.0
     elif value[r, k] - mean[r, k] > 2.0 * z * math.sqrt(var[r, k] + spread[r, k]):
-        a, b, q = _mixture(mean[r], var[r], noise[r], tiny)
+        a, b, q = information_directed(mean[r], var[r], noise[r], tiny)
         law[a] += q
         law[b] += 1.0 - q
     else:
