@@ -347,7 +347,7 @@ def _played(policy, rounds, rng, means=(0.4, 0.5, 0.6), costs=(1.0, 2.0, 4.0)):
 def _state(name):
     """(policy, context) in the states the propensity test covers."""
     rng = np.random.default_rng(11)
-    make = lambda **kw: EvidenceThompson(n_arms=3, n_features=4, n_components=20, bandwidth_sample=8, seed=0, **kw)  # noqa: E731
+    make = lambda **kw: EvidenceThompson(n_arms=3, n_features=4, n_components=20, bandwidth_sample=8, seed=0, **kw)
     if name == "untried":  # one model played: the two others first, uniformly
         return _played(make(), 1, rng), rng.normal(size=4)
     if name == "cold":  # each model a few times: Beta laws with most of their mass at the ends of the range
@@ -417,7 +417,7 @@ def test_argmax_laws_are_exact_where_the_answer_is_known():
         law = beta_argmax_law(a, b)
         for g in range(3):
             lo, hi = stats.beta.ppf([1e-13, 1 - 1e-13], a[g], b[g])
-            f = lambda u, g=g: stats.beta.pdf(u, a[g], b[g]) * np.prod([stats.beta.cdf(u, a[j], b[j]) for j in range(3) if j != g])  # noqa: E731
+            f = lambda u, g=g, a=a, b=b: stats.beta.pdf(u, a[g], b[g]) * np.prod([stats.beta.cdf(u, a[j], b[j]) for j in range(3) if j != g])
             assert law[g] == pytest.approx(integrate.quad(f, lo, hi, limit=400, points=np.linspace(lo, hi, 20)[1:-1])[0], abs=1e-4)
 
 

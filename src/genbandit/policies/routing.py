@@ -33,11 +33,11 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from scipy.special import betainc, betaln, ndtr
 
 from ..core.base import Policy
 from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, InvalidInputError, check_finite_array
-from scipy.special import betainc, betaln, ndtr
 from ._stats import argmax_random_ties
 from .kernel import _PerDecisionCache
 
@@ -49,7 +49,7 @@ _TINY = 1e-12  # variance floor: rewards that never varied
 _SPREAD = np.concatenate([[-40.0, -20.0, -10.0, -7.0, -5.0], np.linspace(-4.0, 4.0, 17), [5.0, 7.0, 10.0, 20.0, 40.0]])  # law nodes, in sds
 _TAIL = np.geomspace(1e-12, 0.5, 16)  # law nodes at these tail probabilities of a Beta law with a < 1 (or b < 1)
 _UNIFORM = np.linspace(0.0, 1.0, 17)
-_DECADES = 10.0 ** -np.concatenate([np.arange(0.5, 20.0, 0.5), np.arange(20.0, 320.0, 4.0)])  # and these distances from an end
+_DECADES = 10.0 ** -np.concatenate([np.arange(0.5, 20.0, 0.5), np.arange(20.0, 320.0, 4.0)])  # and at these distances from that end
 _PRICE_UNIT = 0.01  # the pacer's price is +-_PRICE_UNIT (exp|u| - 1) reward ranges per budget-sized cost
 _PRICE_SPAN = math.log(1e6)  # |u| at most: prices from -1e4 to 1e4 reward ranges
 
@@ -332,11 +332,11 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """
         mean, var, value, spread, noise, untried = self._scores(contexts)
         if self.override_z is None:
-            return np.stack([_untried_or(u, lambda: gaussian_argmax_law(m, np.sqrt(v))) for m, v, u in zip(mean, var, untried)])
+            return np.stack([u / u.sum() if u.any() else gaussian_argmax_law(m, np.sqrt(v)) for m, v, u in zip(mean, var, untried)])
         ab = np.empty((2, *value.shape))
         _kernels().beta_laws(value, spread, self._ymin, self._ymax, _TINY, ab)
         ties = "uniform" if untried.any() else "first"  # as _context_free_draw breaks them
-        base = np.stack([_untried_or(u, lambda: beta_argmax_law(a, b, ties)) for a, b, u in zip(*ab, untried)])
+        base = np.stack([u / u.sum() if u.any() else beta_argmax_law(a, b, ties) for a, b, u in zip(*ab, untried)])  # untried first
         if untried.any():
             return base
         laws = np.empty((*mean.shape, self.n_arms))
@@ -617,11 +617,6 @@ _KERNELS = None
 def _key(x: np.ndarray) -> str:
     """The identity of a prompt: a hash of its embedding to single precision."""
     return hashlib.blake2b(np.asarray(x, dtype=np.float32).tobytes(), digest_size=12).hexdigest()
-
-
-def _untried_or(untried: np.ndarray, law) -> np.ndarray:
-    """Uniform over the untried models where there are any (they are played first, ties uniform), else ``law()``."""
-    return untried / untried.sum() if untried.any() else law()
 
 
 def argmax_law(F: np.ndarray, ties: str = "first") -> np.ndarray:
