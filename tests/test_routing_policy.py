@@ -347,23 +347,91 @@ def _trained_on_bernoulli_models():
     return policy, rng.normal(size=4)
 
 
-def test_evidence_thompson_probabilities_are_the_law_of_its_select_and_leave_it_unchanged():
-    """probabilities() (what the router logs as the propensity) matches the frequencies of select on the same state."""
-    from genbandit.policies.routing import EvidenceThompson
+def _played(policy, rounds, rng, means=(0.4, 0.5, 0.6), costs=(1.0, 2.0, 4.0)):
+    """``policy`` after ``rounds`` rounds on Bernoulli models with 4-d contexts (costs as feedback when it has a budget)."""
+    for _ in range(rounds):
+        x = rng.normal(size=4)
+        arm = policy.select(x)
+        reward = float(rng.random() < means[arm])
+        policy.update(arm, reward if policy.budget is None else {"reward": reward, "cost": costs[arm]}, x)
+    return policy
 
-    policy, x = _trained_on_bernoulli_models()
+
+def _state(name):
+    """(policy, context) in the states the propensity test covers."""
+    rng = np.random.default_rng(11)
+    make = lambda **kw: EvidenceThompson(n_arms=3, n_features=4, n_components=20, bandwidth_sample=8, seed=0, **kw)
+    if name == "untried":  # one model played: the two others first, uniformly
+        return _played(make(), 1, rng), rng.normal(size=4)
+    if name == "cold":  # each model a few times: Beta laws with most of their mass at the ends of the range
+        return _played(make(), 5, rng), rng.normal(size=4)
+    if name == "trained":
+        return _trained_on_bernoulli_models()
+    if name == "peaked":  # 6,000 logged rounds, then 30 live ones: Beta laws a few thousandths wide
+        policy = make()
+        X = rng.normal(size=(6000, 4))
+        arms = rng.integers(3, size=6000)
+        policy.fit_logged(X, arms, (rng.random(6000) < np.array([0.5, 0.52, 0.51])[arms]).astype(float))
+        return _played(policy, 30, rng, means=(0.5, 0.52, 0.51)), rng.normal(size=4)
+    if name == "budget":
+        return _played(make(budget=2.0), 60, rng), rng.normal(size=4)
+    if name == "override_z None":  # per-prompt Thompson sampling: Gaussian draws
+        return _played(make(override_z=None), 40, rng), rng.normal(size=4)
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("name", ["untried", "cold", "trained", "peaked", "budget", "override_z None"])
+def test_evidence_thompson_probabilities_are_the_law_of_its_select_and_leave_it_unchanged(name):
+    """probabilities() (what the router logs as the propensity) is the law of select on the same state: chi-square
+    against 6,000 selects at fixed seeds, and no select ever takes a model it gives probability 0."""
+    from scipy.stats import chi2
+
+    policy, x = _state(name)
     state = policy.state_dict()
     probs = policy.probabilities(x)
     assert policy.state_dict() == state  # the next select is the one it would have been
+    assert probs.sum() == pytest.approx(1.0, abs=1e-12) and np.all(probs >= 0)
+    clone = EvidenceThompson.from_state_dict(state)
+    n = 6000
     picks = []
-    for seed in range(600):
-        clone = EvidenceThompson.from_state_dict(state)
+    for seed in range(n):
         clone._rng = np.random.default_rng(seed)
         picks.append(clone.select(x))
-    freq = np.bincount(picks, minlength=3) / len(picks)
-    assert probs.sum() == pytest.approx(1.0) and probs.max() < 1.0  # still exploring: a real distribution
-    # two estimates of the same law: 1,024 and 600 draws, standard error below 0.026 together
-    assert np.abs(probs - freq).max() < 0.08
+    counts = np.bincount(picks, minlength=3)
+    assert np.all(counts[probs == 0] == 0)
+    live = probs > 0
+    stat = float((((counts - n * probs) ** 2)[live] / (n * probs[live])).sum())
+    assert stat < chi2.ppf(0.999, max(live.sum() - 1, 1)), (probs, counts / n)
+    if name == "untried":
+        assert sorted(probs.tolist()) == [0.0, 0.5, 0.5]
+    else:
+        assert probs.max() < 0.999  # a real distribution in every other state
+
+
+def test_argmax_laws_are_exact_where_the_answer_is_known():
+    """The law of the largest draw: closed forms for two Gaussians and two Beta laws, and a dense quadrature otherwise."""
+    from scipy import integrate, stats
+    from scipy.special import ndtr
+
+    from genbandit.policies.routing import beta_argmax_law, gaussian_argmax_law
+
+    for m, s in (([0.0, 1.0], [1.0, 1.0]), ([0.3, 0.31], [1e-3, 2e-3]), ([5.0, -2.0], [0.1, 3.0])):
+        law = gaussian_argmax_law(np.array(m), np.array(s))
+        assert law[1] == pytest.approx(ndtr((m[1] - m[0]) / np.hypot(*s)), abs=2e-5)
+    # P(Beta(a1, b1) > Beta(a0, b0)) for an integer a1: sum_(i < a1) B(a0 + i, b0 + b1) / ((b1 + i) B(1 + i, b1) B(a0, b0))
+    from scipy.special import betaln
+
+    a, b = np.array([2.0, 3.0]), np.array([3.0, 2.0])
+    exact = sum(np.exp(betaln(a[0] + i, b[0] + b[1]) - np.log(b[1] + i) - betaln(1 + i, b[1]) - betaln(a[0], b[0])) for i in range(int(a[1])))
+    assert beta_argmax_law(a, b)[1] == pytest.approx(exact, abs=1e-5)
+    # three Beta laws, wide, skewed, and after thousands of rounds, against scipy's adaptive quadrature of int f_b prod F_j
+    for a, b in (([2.0, 3.0, 4.0], [3.0, 3.0, 2.0]), ([0.7, 5.0, 1.5], [0.9, 2.0, 1.2]), ([3000.0, 2950.0, 100.0], [1000.0, 990.0, 30.0])):
+        a, b = np.array(a), np.array(b)
+        law = beta_argmax_law(a, b)
+        for g in range(3):
+            lo, hi = stats.beta.ppf([1e-13, 1 - 1e-13], a[g], b[g])
+            f = lambda u, g=g, a=a, b=b: stats.beta.pdf(u, a[g], b[g]) * np.prod([stats.beta.cdf(u, a[j], b[j]) for j in range(3) if j != g])
+            assert law[g] == pytest.approx(integrate.quad(f, lo, hi, limit=400, points=np.linspace(lo, hi, 20)[1:-1])[0], abs=1e-4)
 
 
 def test_compiled_kernels_decide_as_their_plain_python_versions(monkeypatch):
@@ -384,7 +452,7 @@ def test_compiled_kernels_decide_as_their_plain_python_versions(monkeypatch):
         return picks, policy.posterior(centres[:1])
 
     compiled = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
-    plain = SimpleNamespace(**{name: getattr(_routing_numba, name).py_func for name in ("prompt_terms", "scores", "learn", "beta_laws", "override")})
+    plain = SimpleNamespace(**{name: getattr(_routing_numba, name).py_func for name in ("prompt_terms", "scores", "learn", "beta_laws", "override", "override_laws")})
     monkeypatch.setattr(routing, "_kernels", lambda: plain)
     python = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
     assert compiled[0] == python[0]
@@ -395,20 +463,21 @@ def test_information_directed_step_leaves_a_weak_wide_model_alone_and_tries_it_w
     """Where a per-prompt Thompson draw would try the weak model with a wide posterior, information-directed sampling does not."""
     from genbandit.policies._routing_numba import information_directed
 
+    def law(mean, var, noise):
+        a, b, q = information_directed(np.array(mean), np.array(var), np.array(noise), 1e-12)
+        out = np.zeros(len(mean))
+        out[a] += q
+        out[b] += 1.0 - q
+        return out
+
     rng = np.random.default_rng(0)
-    n = 4000
-    mean = np.tile([0.71, 0.893, 0.884], (n, 1))  # the weak model 0.18 below, its posterior sd at the prompt 0.13
-    var = np.tile(np.array([0.13, 0.021, 0.015]) ** 2, (n, 1))
-    noise = np.tile([0.018, 0.010, 0.007], (n, 1))
-    picks = np.bincount(information_directed(mean, var, noise, rng.random(n), 1e-12), minlength=3) / n
-    thompson = np.bincount((mean + np.sqrt(var) * rng.standard_normal((n, 3))).argmax(1), minlength=3) / n
-    assert picks[0] == 0.0 and thompson[0] > 0.05
+    mean, var, noise = [0.71, 0.893, 0.884], [0.13**2, 0.021**2, 0.015**2], [0.018, 0.010, 0.007]  # the weak model 0.18 below
+    thompson = np.bincount((np.array(mean) + np.sqrt(var) * rng.standard_normal((4000, 3))).argmax(1), minlength=3) / 4000
+    assert law(mean, var, noise)[0] == 0.0 and thompson[0] > 0.05
     # the same wide model, nearly as good: now what it would teach outweighs its gap, and it is tried
-    mean[:, 0] = 0.885
-    assert np.bincount(information_directed(mean, var, noise, rng.random(n), 1e-12), minlength=3)[0] > 0.05 * n
+    assert law([0.885, 0.893, 0.884], var, noise)[0] > 0.05
     # two equally good models: the one whose outcome teaches more (wider posterior, same noise) is played
-    even = information_directed(np.array([[0.5, 0.5]]), np.array([[0.01, 0.04]]), np.array([[0.1, 0.1]]), np.array([0.5]), 1e-12)
-    assert even[0] == 1
+    assert law([0.5, 0.5], [0.01, 0.04], [0.1, 0.1]).tolist() == [0.0, 1.0]
 
 
 def test_probabilities_and_the_next_select_share_one_computation():

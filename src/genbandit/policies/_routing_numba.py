@@ -1,14 +1,17 @@
 """Compiled per-decision kernels of :class:`genbandit.policies.routing.EvidenceThompson` (numba; imported lazily).
 
-The kernels, each one pass over the runs with no temporaries beyond its outputs:
+The kernels, each one pass over the runs, writing into output arrays the caller allocates (a
+compiled function that returns arrays pays about a microsecond to hand each one back to Python):
 
 - :func:`prompt_terms`: the random Fourier features ``phi = scale cos(W y + b)`` of each run's
   context (Rahimi & Recht 2007), and per model ``z = phi - phibar_g``, ``h = (C_g + lambda_g I)^-1 z``,
   ``z' theta_g`` and ``z' h`` (the posterior mean's and variance's prompt terms);
 - :func:`scores`: each model's noise variance, intercept and posterior at the prompt from those terms;
 - :func:`beta_laws`: the Beta laws of the context-free Thompson draw;
-- :func:`override`: the per-prompt overrides of that draw, and :func:`information_directed`, the
-  model each row plays under information-directed sampling;
+- :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
+  law of that model given each possible draw, both from one rule (``_given_base``), with
+  :func:`information_directed`, the law of information-directed sampling at a prompt;
+- :func:`argmax_cells`: the law of the largest of independent draws from their CDFs on cells;
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
   feature moments and the Sherman-Morrison step on ``(C + lambda I)^-1`` with its coefficients ``theta``.
 
@@ -25,39 +28,38 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def prompt_terms(contexts, freq, phase, scale, live, phibar, Cinv, theta):  # pragma: no cover - compiled
-    """``(phi, z, h, z'theta, z'h)`` of every run: shapes ``(R, D)``, ``(R, G, D)`` twice, ``(R, G)`` twice.
+def prompt_terms(contexts, freq, phase, scale, live, phibar, Cinv, theta, zh, terms):  # pragma: no cover - compiled
+    """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h`` of every run and model; into ``terms`` ``(2, R, G)``: ``z'theta`` and ``z'h``.
 
     ``phi`` is zero in the runs whose ``live`` is false (no bandwidth yet).
     """
     R, G, D = phibar.shape
-    phi = np.zeros((R, D))
-    z = np.empty((R, G, D))
-    h = np.empty((R, G, D))
-    lin = np.empty((R, G))
-    quad = np.empty((R, G))
+    z, h, lin, quad = zh[0], zh[1], terms[0], terms[1]
+    phi = np.empty(D)
     for r in range(R):
+        phi[:] = 0.0
         if live[r]:
             proj = np.dot(freq[r], contexts[r])  # BLAS gemv, as numpy's
             for k in range(D):
-                phi[r, k] = scale * math.cos(proj[k] + phase[r, k])
+                phi[k] = scale * math.cos(proj[k] + phase[r, k])
         for g in range(G):
             for k in range(D):
-                z[r, g, k] = phi[r, k] - phibar[r, g, k]
+                z[r, g, k] = phi[k] - phibar[r, g, k]
             h[r, g] = np.dot(Cinv[r, g], z[r, g])
             lin[r, g] = np.dot(z[r, g], theta[r, g])
             quad[r, g] = np.dot(z[r, g], h[r, g])
-    return phi, z, h, lin, quad
 
 
 @njit(cache=True, nogil=True)
-def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, live, arms, rewards, z, h):  # pragma: no cover - compiled
+def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, live, arms, rewards, zh, next_fit, due):  # pragma: no cover - compiled
     """One round of every run, in place: the reward range, each played model's count, mean and centred sum of squares
     (Welford), and where the run's bandwidth is set (``live``), with ``u = sqrt(w) z``, ``w = n / (n + 1)``:
     ``Cinv -= w h h' / (1 + w z'h)`` (Sherman-Morrison), ``theta += w (dy - z'theta) / (1 + w z'h) h``,
-    ``cxy += w dy z`` and ``phibar += z / (n + 1)``, ``n`` the model's count before the round.
+    ``cxy += w dy z`` and ``phibar += z / (n + 1)``, ``n`` the model's count before the round; ``z`` and ``h``
+    from :func:`prompt_terms`. ``due[r]``: run ``r``'s played model has reached its ``next_fit`` count (a live run).
     """
     D = Cinv.shape[2]
+    z, h = zh[0], zh[1]
     for r in range(arms.shape[0]):
         g, y = arms[r], rewards[r]
         ymin[r] = min(ymin[r], y)
@@ -68,6 +70,7 @@ def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, live, arms, reward
         n[r, g] += 1
         ybar[r, g] += dy / (k + 1.0)
         syy[r, g] += w * dy * dy
+        due[r] = live[r] and n[r, g] >= next_fit[r, g]
         if not live[r]:
             continue
         zh = np.dot(z[r, g], h[r, g])
@@ -85,7 +88,7 @@ def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, live, arms, reward
 
 
 @njit(cache=True, nogil=True)
-def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, lin, quad, prior_dof, tiny):  # pragma: no cover - compiled
+def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_dof, tiny, out):  # pragma: no cover - compiled
     """Each model's noise variance, context-free mean and its variance, and posterior mean and variance at the prompt.
 
     Per run, with ``n_g`` rounds of model ``g``: the noise ``(prior_dof s2_pool + dof_g s2_g) / (prior_dof + dof_g)``,
@@ -95,14 +98,11 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, lin, quad, pr
     pseudo-round at the mean over models; at the prompt ``mean = b_g + z'theta_g`` and
     ``var = noise (1 / (n_g + 1) + max(z'h, 0))``; context-free, ``value = b_g + (seen - phibar_g)'theta_g``
     with ``seen`` the mean feature of every prompt seen, and ``spread = noise / (n_g + 1)``.
-    Returns ``(mean, var, value, spread, noise)``, each ``(R, G)``.
+    ``lin, quad = terms`` from :func:`prompt_terms`; into ``out`` ``(5, R, G)``: ``(mean, var, value, spread, noise)``.
     """
     R, G, D = phibar.shape
-    mean = np.empty((R, G))
-    var = np.empty((R, G))
-    value = np.empty((R, G))
-    spread = np.empty((R, G))
-    noise = np.empty((R, G))
+    lin, quad = terms[0], terms[1]
+    mean, var, value, spread, noise = out[0], out[1], out[2], out[3], out[4]
     seen = np.empty(D)
     for r in range(R):
         within = 0.0
@@ -138,100 +138,155 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, lin, quad, pr
                 adjust += (seen[k] - phibar[r, g, k]) * theta[r, g, k]
             value[r, g] = b + adjust
             spread[r, g] = noise[r, g] / weight
-    return mean, var, value, spread, noise
 
 
 @njit(cache=True, nogil=True)
-def information_directed(mean, var, noise, uniform, tiny):  # pragma: no cover - compiled
-    """The model of each row under the information-directed law (Russo & Van Roy 2018), ``uniform`` one U(0, 1) per row.
+def information_directed(mean, var, noise, tiny):  # pragma: no cover - compiled
+    """The information-directed law at one prompt (Russo & Van Roy 2018): ``(a, b, q)``, play ``a`` w.p. ``q``, else ``b``.
 
     ``Delta_a = E[max_b theta_b] - mean_a`` with ``E[max]`` of the independent Gaussian posteriors by
     Clark's (1961) moment recursion, ``I_a = log(1 + var_a / noise_a) / 2``; over every pair ``(a, b)``
     (and each model alone) the mixture ``q`` of least ``(q Delta_a + (1 - q) Delta_b)^2 / (q I_a + (1 - q) I_b)``,
     at ``q = Delta_b / (Delta_a - Delta_b) - 2 I_b / (I_a - I_b)`` clipped to [0, 1] or at an end
-    (Russo & Van Roy 2018, Proposition 6); the row plays ``a`` when ``uniform < q``, else ``b``.
+    (Russo & Van Roy 2018, Proposition 6). ``a <= b``.
     """
-    rows, G = mean.shape
-    out = np.empty(rows, dtype=np.int64)
+    G = mean.shape[0]
     gap = np.empty(G)
     info = np.empty(G)
     root = math.sqrt(2.0)
-    for r in range(rows):
-        top, second, best = mean[r, 0], var[r, 0], mean[r, 0]
-        for b in range(1, G):
-            theta = math.sqrt(max(second + var[r, b], tiny))
-            alpha = (top - mean[r, b]) / theta
-            cdf = 0.5 * math.erfc(-alpha / root)
-            pdf = math.exp(-0.5 * alpha * alpha) / math.sqrt(2.0 * math.pi)
-            moment = (top * top + second) * cdf + (mean[r, b] ** 2 + var[r, b]) * (1.0 - cdf) + (top + mean[r, b]) * theta * pdf
-            top = top * cdf + mean[r, b] * (1.0 - cdf) + theta * pdf
-            second = max(moment - top * top, 0.0)
-            best = max(best, mean[r, b])
-        top = max(top, best)
-        for a in range(G):
-            gap[a] = max(top - mean[r, a], 0.0)
-            info[a] = max(0.5 * math.log1p(var[r, a] / max(noise[r, a], tiny)), tiny)
-        pick_a, pick_b, pick_q, least = 0, 0, 1.0, np.inf
-        for a in range(G):
-            for b in range(a, G):
-                da, db, ia, ib = gap[a], gap[b], info[a], info[b]
-                q = 1.0
-                if a != b and da != db and ia != ib:
-                    q = min(max(db / (da - db) - 2.0 * ib / (ia - ib), 0.0), 1.0)
-                for c in (q, 0.0, 1.0):
-                    mix = c * da + (1.0 - c) * db
-                    ratio = mix * mix / (c * ia + (1.0 - c) * ib)
-                    if ratio < least:
-                        pick_a, pick_b, pick_q, least = a, b, c, ratio
-        out[r] = pick_a if uniform[r] < pick_q else pick_b
-    return out
+    top, second, best = mean[0], var[0], mean[0]
+    for b in range(1, G):
+        theta = math.sqrt(max(second + var[b], tiny))
+        alpha = (top - mean[b]) / theta
+        cdf = 0.5 * math.erfc(-alpha / root)
+        pdf = math.exp(-0.5 * alpha * alpha) / math.sqrt(2.0 * math.pi)
+        moment = (top * top + second) * cdf + (mean[b] ** 2 + var[b]) * (1.0 - cdf) + (top + mean[b]) * theta * pdf
+        top = top * cdf + mean[b] * (1.0 - cdf) + theta * pdf
+        second = max(moment - top * top, 0.0)
+        best = max(best, mean[b])
+    top = max(top, best)
+    for a in range(G):
+        gap[a] = max(top - mean[a], 0.0)
+        info[a] = max(0.5 * math.log1p(var[a] / max(noise[a], tiny)), tiny)
+    pick_a, pick_b, pick_q, least = 0, 0, 1.0, np.inf
+    for a in range(G):
+        for b in range(a, G):
+            da, db, ia, ib = gap[a], gap[b], info[a], info[b]
+            q = 1.0
+            if a != b and da != db and ia != ib:
+                q = min(max(db / (da - db) - 2.0 * ib / (ia - ib), 0.0), 1.0)
+            for c in (q, 0.0, 1.0):
+                mix = c * da + (1.0 - c) * db
+                ratio = mix * mix / (c * ia + (1.0 - c) * ib)
+                if ratio < least:
+                    pick_a, pick_b, pick_q, least = a, b, c, ratio
+    return pick_a, pick_b, pick_q
 
 
 @njit(cache=True, nogil=True)
-def beta_laws(value, spread, lo, span, tiny):  # pragma: no cover - compiled
-    """``(a, b)`` of the Beta law on ``[lo, lo + span]`` with each context-free mean ``value`` and variance ``spread``.
+def beta_laws(value, spread, ymin, ymax, tiny, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(2, R, G)``: ``(a, b)`` of the Beta law on ``[lo, lo + span]`` with each context-free mean ``value``
+    and variance ``spread``, ``lo = ymin``, ``span = max(ymax - ymin, tiny)`` per run.
 
     ``m = (value - lo) / span`` in ``[1e-6, 1 - 1e-6]``, ``v = min(spread / span^2, 0.999 m (1 - m))``,
     ``a + b = m (1 - m) / v - 1`` (the method of moments), each at least 1e-6.
     """
     R, G = value.shape
-    a = np.empty((R, G))
-    b = np.empty((R, G))
+    a, b = out[0], out[1]
     for r in range(R):
+        lo = ymin[r]
+        span = max(ymax[r] - ymin[r], tiny)
         for g in range(G):
-            m = min(max((value[r, g] - lo[r, 0]) / span[r, 0], 1e-6), 1.0 - 1e-6)
-            v = min(spread[r, g] / (span[r, 0] * span[r, 0]), m * (1.0 - m) * 0.999)
+            m = min(max((value[r, g] - lo) / span, 1e-6), 1.0 - 1e-6)
+            v = min(spread[r, g] / (span * span), m * (1.0 - m) * 0.999)
             total = m * (1.0 - m) / max(v, tiny) - 1.0
             a[r, g] = max(m * total, 1e-6)
             b[r, g] = max((1.0 - m) * total, 1e-6)
-    return a, b
 
 
 @njit(cache=True, nogil=True)
-def override(mean, var, value, spread, noise, base, uniform, leader_z, z, tiny):  # pragma: no cover - compiled
-    """The model each row plays given its context-free draw ``base``: see :class:`~genbandit.policies.routing.EvidenceThompson`.
+def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law):  # pragma: no cover - compiled
+    """Into ``law`` ``(G,)``: the law of the model row ``r`` plays when its context-free draw is ``k``.
 
-    The model of largest posterior mean at the prompt when it beats ``base`` by ``z`` posterior standard
-    deviations of the difference (``leader_z`` when it is the context-free leader); else, where ``base``
+    The model of largest posterior mean at the prompt when it beats ``k`` by ``z`` posterior standard
+    deviations of the difference (``leader_z`` when it is the context-free leader); else, where ``k``
     is worse at the prompt than its context-free mean by ``2 z`` standard deviations, the
-    information-directed choice (:func:`information_directed`, with ``uniform``); else ``base``.
+    information-directed law (:func:`information_directed`); else ``k``.
+    """
+    G = mean.shape[1]
+    best = 0
+    leader = 0
+    for g in range(1, G):
+        if mean[r, g] > mean[r, best]:
+            best = g
+        if value[r, g] > value[r, leader]:
+            leader = g
+    law[:] = 0.0
+    width = leader_z if best == leader else z
+    if mean[r, best] - mean[r, k] > width * math.sqrt(var[r, best] + var[r, k]):
+        law[best] = 1.0
+    elif value[r, k] - mean[r, k] > 2.0 * z * math.sqrt(var[r, k] + spread[r, k]):
+        a, b, q = information_directed(mean[r], var[r], noise[r], tiny)
+        law[a] += q
+        law[b] += 1.0 - q
+    else:
+        law[k] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def override(mean, var, value, spread, noise, base, uniform, leader_z, z, tiny, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(R,)``: the model each row plays given its context-free draw ``base`` (see
+    :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from :func:`_given_base`'s law by inversion
+    with ``uniform``: the first model whose cumulative probability exceeds it (the last one with mass if none), so
+    the information-directed law plays ``a`` when ``uniform < q``, else ``b``.
     """
     R, G = mean.shape
-    out = np.empty(R, dtype=np.int64)
+    law = np.empty(G)
     for r in range(R):
-        best = 0
-        leader = 0
-        for g in range(1, G):
-            if mean[r, g] > mean[r, best]:
-                best = g
-            if value[r, g] > value[r, leader]:
-                leader = g
-        k = base[r]
-        width = leader_z if best == leader else z
-        if mean[r, best] - mean[r, k] > width * math.sqrt(var[r, best] + var[r, k]):
-            out[r] = best
-        elif value[r, k] - mean[r, k] > 2.0 * z * math.sqrt(var[r, k] + spread[r, k]):
-            out[r] = information_directed(mean[r:r + 1], var[r:r + 1], noise[r:r + 1], uniform[r:r + 1], tiny)[0]
-        else:
-            out[r] = k
-    return out
+        _given_base(mean, var, value, spread, noise, r, base[r], leader_z, z, tiny, law)
+        total = 0.0
+        for g in range(G):
+            if law[g] > 0.0:
+                out[r] = g
+                total += law[g]
+                if uniform[r] < total:
+                    break
+
+
+@njit(cache=True, nogil=True)
+def override_laws(mean, var, value, spread, noise, leader_z, z, tiny, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(R, G, G)``: ``out[r, k]`` the law of the model row ``r`` plays given the context-free draw ``k``."""
+    R, G = mean.shape
+    for r in range(R):
+        for k in range(G):
+            _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, out[r, k])
+
+
+@njit(cache=True, nogil=True)
+def argmax_cells(F, t, w, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(G,)``: ``sum over cells of int prod_(j != g) F_j dF_g``, each CDF quadratic in the cell's parameter.
+
+    ``F`` ``(G, 2N + 1)``: the CDFs at the cells' ends and midpoints (columns ``2i``, ``2i + 1``, ``2i + 2``
+    for cell ``i``); ``t``, ``w``: Gauss-Legendre nodes and weights on [0, 1], exact for the polynomial integrand.
+    """
+    G = F.shape[0]
+    cells = (F.shape[1] - 1) // 2
+    value = np.empty(G)
+    slope = np.empty(G)
+    out[:] = 0.0
+    for i in range(cells):
+        for k in range(t.shape[0]):
+            for g in range(G):
+                lo, mid, hi = F[g, 2 * i], F[g, 2 * i + 1], F[g, 2 * i + 2]
+                c1 = 4.0 * mid - 3.0 * lo - hi
+                c2 = 2.0 * (lo + hi) - 4.0 * mid
+                value[g] = lo + t[k] * (c1 + t[k] * c2)
+                slope[g] = c1 + 2.0 * t[k] * c2
+            for g in range(G):
+                if slope[g] == 0.0:
+                    continue
+                others = 1.0
+                for j in range(G):
+                    if j != g:
+                        others *= value[j]
+                out[g] += w[k] * slope[g] * others
