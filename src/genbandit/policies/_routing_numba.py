@@ -256,16 +256,20 @@ def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law): 
 
 
 @njit(cache=True, nogil=True)
-def override(mean, var, value, spread, noise, base, uniform, leader_z, z, tiny, out):  # pragma: no cover - compiled
-    """Into ``out`` ``(R,)``: the model each row plays given its context-free draw ``base`` (see
-    :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from :func:`_given_base`'s law by inversion
-    with ``uniform``: the first model whose cumulative probability exceeds it (the last one with mass if none), so
-    the information-directed law plays ``a`` when ``uniform < q``, else ``b``.
+def override(mean, var, value, spread, noise, draw, uniform, leader_z, z, tiny, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(R,)``: the model each row plays given its context-free draws ``draw`` ``(R, G)``, whose largest (the first
+    of equal ones, as ``argmax``) is the base choice (see :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from
+    :func:`_given_base`'s law by inversion with ``uniform``: the first model whose cumulative probability exceeds it (the last
+    one with mass if none), so the information-directed law plays ``a`` when ``uniform < q``, else ``b``.
     """
     R, G = mean.shape
     law = np.empty(G)
     for r in range(R):
-        _given_base(mean, var, value, spread, noise, r, base[r], leader_z, z, tiny, law)
+        base = 0
+        for g in range(1, G):
+            if draw[r, g] > draw[r, base]:
+                base = g
+        _given_base(mean, var, value, spread, noise, r, base, leader_z, z, tiny, law)
         total = 0.0
         for g in range(G):
             if law[g] > 0.0:

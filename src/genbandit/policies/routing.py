@@ -292,11 +292,12 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of every model's mean score at each run's context, ``(n_runs, n_arms)`` each."""
         self._ensure_state(single=False)
-        mean, var = self._posterior(self._check_contexts(contexts, self._n_runs))[:2]
+        mean, var = self._posterior(self._cached(self._check_contexts(contexts, self._n_runs)))[:2]
         return mean.copy(), var.copy()
 
-    def _posterior(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(mean, var, value, spread, noise), ``(n_runs, n_arms)`` each: see :func:`~genbandit.policies._routing_numba.scores`.
+    def _posterior(self, cached: tuple) -> tuple[np.ndarray, ...]:
+        """(mean, var, value, spread, noise) of a context (``cached``: :meth:`_cached`), ``(n_runs, n_arms)`` each:
+        see :func:`~genbandit.policies._routing_numba.scores`.
 
         The noise variance is each model's evidence estimate shrunk by two pseudo-rounds to the
         variance pooled over models (empirical Bayes across models), which keeps a model whose first
@@ -305,7 +306,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         was played on (a regression adjustment: a model chosen on hard prompts by the overrides would
         otherwise look worse than it is). A recurring prompt's own outcomes then update ``mean`` and ``var``.
         """
-        _, out, _, _, keys, _ = self._cached(contexts)
+        _, out, _, _, keys, _ = cached
         mean, var, value, spread, noise = out
         if keys is not None:
             mean, var = self._with_cells(keys, mean, var, noise)
@@ -362,19 +363,19 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         its noise variance and whether it was never played, ``(n_runs, n_arms)``, and whether any model was not.
 
         Kept with the context's features until the next ``update``: ``probabilities`` and the ``select`` after it share them."""
-        memo = self._cached(contexts)[-1]
+        cached = self._cached(contexts)
+        memo = cached[-1]
         if "scores" not in memo:
-            memo["scores"] = self._score(contexts)
+            memo["scores"] = self._score(cached)
         return memo["scores"]
 
-    def _score(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
-        mean, var, value, spread, s2 = self._posterior(contexts)
+    def _score(self, cached: tuple) -> tuple[np.ndarray, ...]:
+        mean, var, value, spread, s2 = self._posterior(cached)
         if self.budget is not None:
             tried = self._cost_n > 0
             cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (self.price[:, None] / self.budget)
             mean, value = mean - cost, value - cost
-        _, _, untried, fresh, _, _ = self._cached(contexts)
-        return mean, var, value, spread, s2, untried, fresh
+        return mean, var, value, spread, s2, cached[2], cached[3]
 
     def _leader_z(self) -> float:
         # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader needs
@@ -386,17 +387,18 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """The model each row plays, from its scores (see :meth:`_scores`) and draws from ``rng``."""
         if self.override_z is None:
             return _thompson(mean, var, untried, fresh, rng)
-        base = self._context_free_draw(value, spread, untried, fresh, rng)
+        draw = self._context_free_draw(value, spread, rng)
         if fresh:
-            return base
-        # where the prompt is confidently worse than average for the base model, the information-directed choice on the
-        # per-prompt posteriors (override_laws gives the law of this choice given each base)
+            return argmax_random_ties(np.where(untried, np.inf, draw), rng)
+        # the largest draw is the base choice; where the prompt is confidently worse than average for the base model, the
+        # information-directed choice on the per-prompt posteriors (override_laws gives the law of this choice given each base)
         out = np.empty(mean.shape[0], dtype=np.int64)
-        _kernels().override(mean, var, value, spread, noise, base, rng.random(mean.shape[0]), self._leader_z(), self.override_z, _TINY, out)
+        _kernels().override(mean, var, value, spread, noise, draw, rng.random(mean.shape[0]), self._leader_z(), self.override_z, _TINY, out)
         return out
 
-    def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, untried: np.ndarray, fresh: bool, rng: np.random.Generator) -> np.ndarray:
-        """Thompson sampling over the models from Beta laws moment-matched to each mean's posterior on the observed reward range.
+    def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The draws of Thompson sampling over the models, ``(n_runs, n_arms)``, from Beta laws moment-matched to each mean's posterior
+        on the observed reward range.
 
         On the range ``[lo, hi]`` of the rewards seen, a model's mean ``m`` and variance ``v`` are those
         of ``Beta(a, b)`` with ``a + b = m (1 - m) / v - 1``; its skewed tail keeps a model whose first
@@ -408,8 +410,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         ab = np.empty((2, *value.shape))
         _kernels().beta_laws(value, spread, self._ymin, self._ymax, _TINY, ab)
         beta, (a, b) = rng.beta, ab.reshape(2, -1).tolist()
-        draw = np.array([beta(x, y) for x, y in zip(a, b)]).reshape(value.shape)
-        return argmax_random_ties(np.where(untried, np.inf, draw), rng) if fresh else draw.argmax(1)
+        return np.array([beta(x, y) for x, y in zip(a, b)]).reshape(value.shape)
 
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
         owner = type(self).__name__
