@@ -149,9 +149,10 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_
 
 @njit(cache=True, nogil=True)
 def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
-                    zh, terms, out, untried):  # pragma: no cover - compiled
+                    zh, out, untried):  # pragma: no cover - compiled
     """:func:`prompt_terms` then :func:`scores` of each run's context, and into ``untried`` ``(R, G)`` whether model ``g`` of run
     ``r`` was never played; returns whether any was not."""
+    terms = np.empty((2, n.shape[0], n.shape[1]))
     prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, zh, terms)
     scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_dof, tiny, out)
     fresh = False

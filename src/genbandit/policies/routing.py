@@ -280,11 +280,11 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         cached = self._cache_get(contexts)
         if cached is not None:
             return cached
-        zh, terms, out = np.empty((2, *self._phibar.shape)), np.empty((2, *self._n.shape)), np.empty((5, *self._n.shape))
+        zh, out = np.empty((2, *self._phibar.shape)), np.empty((5, *self._n.shape))
         untried = np.empty(self._n.shape, dtype=bool)
         fresh = _kernels().posterior_terms(contexts, self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar,
                                            self._Cinv, self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
-                                           _PRIOR_DOF, _TINY, zh, terms, out, untried)
+                                           _PRIOR_DOF, _TINY, zh, out, untried)
         keys = [_key(x) for x in contexts] if self.max_prompts else None
         return self._cache_put(contexts, zh, out, untried, fresh, keys, {})
 
@@ -632,7 +632,7 @@ _KERNELS = None
 
 def _key(x: np.ndarray) -> str:
     """The identity of a prompt: a hash of its embedding to single precision."""
-    return hashlib.blake2b(np.asarray(x, dtype=np.float32).tobytes(), digest_size=12).hexdigest()
+    return hashlib.blake2b(x.astype(np.float32).tobytes(), digest_size=12).hexdigest()
 
 
 def argmax_law(F: np.ndarray, ties: str = "first") -> np.ndarray:
