@@ -78,12 +78,13 @@ def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: f
     eig = np.maximum(eig, 0.0)
     s2 = (dof * pool + syy) / max(dof + n - 1, 1)
     for _ in range(iters):
-        m = proj / (eig + lam)
-        gamma = float((eig / (eig + lam)).sum())
+        shrunk = eig + lam
+        m = proj / shrunk
+        gamma = float((eig / shrunk).sum())
         rss = max(syy - 2.0 * float(m @ proj) + float((eig * m * m).sum()), 0.0)
         s2 = max((dof * pool + rss) / max(dof + n - 1 - gamma, 1e-9), 1e-12)
         mm = float(m @ m)
-        new = float(np.clip(s2 * gamma / mm, 1e-8, _LAMBDA_START)) if mm > 0 and gamma > 0 else _LAMBDA_START
+        new = min(max(s2 * gamma / mm, 1e-8), _LAMBDA_START) if mm > 0 and gamma > 0 else _LAMBDA_START
         if abs(math.log(new / lam)) < 1e-4:
             lam = new
             break
