@@ -7,6 +7,7 @@ compiled function that returns arrays pays about a microsecond to hand each one 
   context (Rahimi & Recht 2007), and per model ``z = phi - phibar_g``, ``h = (C_g + lambda_g I)^-1 z``,
   ``z' theta_g`` and ``z' h`` (the posterior mean's and variance's prompt terms);
 - :func:`scores`: each model's noise variance, intercept and posterior at the prompt from those terms;
+- :func:`posterior_terms`: the two above in one call (what a new context needs), and whether a model is untried;
 - :func:`beta_laws`: the Beta laws of the context-free Thompson draw;
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
@@ -28,17 +29,17 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def prompt_terms(contexts, freq, phase, scale, live, phibar, Cinv, theta, zh, terms):  # pragma: no cover - compiled
+def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, zh, terms):  # pragma: no cover - compiled
     """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h`` of every run and model; into ``terms`` ``(2, R, G)``: ``z'theta`` and ``z'h``.
 
-    ``phi`` is zero in the runs whose ``live`` is false (no bandwidth yet).
+    ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not set yet).
     """
     R, G, D = phibar.shape
     z, h, lin, quad = zh[0], zh[1], terms[0], terms[1]
     phi = np.empty(D)
     for r in range(R):
         phi[:] = 0.0
-        if live[r]:
+        if bandwidth[r] > 0:
             proj = np.dot(freq[r], contexts[r])  # BLAS gemv, as numpy's
             for k in range(D):
                 phi[k] = scale * math.cos(proj[k] + phase[r, k])
@@ -51,15 +52,17 @@ def prompt_terms(contexts, freq, phase, scale, live, phibar, Cinv, theta, zh, te
 
 
 @njit(cache=True, nogil=True)
-def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, live, arms, rewards, zh, next_fit, due):  # pragma: no cover - compiled
+def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, bandwidth, arms, rewards, zh, next_fit, due):  # pragma: no cover - compiled
     """One round of every run, in place: the reward range, each played model's count, mean and centred sum of squares
-    (Welford), and where the run's bandwidth is set (``live``), with ``u = sqrt(w) z``, ``w = n / (n + 1)``:
+    (Welford), and where the run's bandwidth is set (``bandwidth > 0``), with ``u = sqrt(w) z``, ``w = n / (n + 1)``:
     ``Cinv -= w h h' / (1 + w z'h)`` (Sherman-Morrison), ``theta += w (dy - z'theta) / (1 + w z'h) h``,
     ``cxy += w dy z`` and ``phibar += z / (n + 1)``, ``n`` the model's count before the round; ``z`` and ``h``
-    from :func:`prompt_terms`. ``due[r]``: run ``r``'s played model has reached its ``next_fit`` count (a live run).
+    from :func:`prompt_terms`. ``due[r]``: run ``r``'s played model has reached its ``next_fit`` count (a run with a bandwidth).
+    Returns ``(any due, any run without a bandwidth)``.
     """
     D = Cinv.shape[2]
     z, h = zh[0], zh[1]
+    some_due, waiting = False, False
     for r in range(arms.shape[0]):
         g, y = arms[r], rewards[r]
         ymin[r] = min(ymin[r], y)
@@ -70,8 +73,11 @@ def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, live, arms, reward
         n[r, g] += 1
         ybar[r, g] += dy / (k + 1.0)
         syy[r, g] += w * dy * dy
-        due[r] = live[r] and n[r, g] >= next_fit[r, g]
-        if not live[r]:
+        live = bandwidth[r] > 0
+        due[r] = live and n[r, g] >= next_fit[r, g]
+        some_due = some_due or due[r]
+        if not live:
+            waiting = True
             continue
         zh = np.dot(z[r, g], h[r, g])
         zt = np.dot(z[r, g], theta[r, g])
@@ -85,6 +91,7 @@ def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, live, arms, reward
             theta[r, g, i] += step * h[r, g, i]
             cxy[r, g, i] += w * dy * z[r, g, i]
             phibar[r, g, i] += z[r, g, i] / (k + 1.0)
+    return some_due, waiting
 
 
 @njit(cache=True, nogil=True)
@@ -138,6 +145,22 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_
                 adjust += (seen[k] - phibar[r, g, k]) * theta[r, g, k]
             value[r, g] = b + adjust
             spread[r, g] = noise[r, g] / weight
+
+
+@njit(cache=True, nogil=True)
+def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
+                    zh, out, untried):  # pragma: no cover - compiled
+    """:func:`prompt_terms` then :func:`scores` of each run's context, and into ``untried`` ``(R, G)`` whether model ``g`` of run
+    ``r`` was never played; returns whether any was not."""
+    terms = np.empty((2, n.shape[0], n.shape[1]))
+    prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, zh, terms)
+    scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_dof, tiny, out)
+    fresh = False
+    for r in range(n.shape[0]):
+        for g in range(n.shape[1]):
+            untried[r, g] = n[r, g] == 0
+            fresh = fresh or untried[r, g]
+    return fresh
 
 
 @njit(cache=True, nogil=True)
@@ -234,16 +257,20 @@ def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law): 
 
 
 @njit(cache=True, nogil=True)
-def override(mean, var, value, spread, noise, base, uniform, leader_z, z, tiny, out):  # pragma: no cover - compiled
-    """Into ``out`` ``(R,)``: the model each row plays given its context-free draw ``base`` (see
-    :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from :func:`_given_base`'s law by inversion
-    with ``uniform``: the first model whose cumulative probability exceeds it (the last one with mass if none), so
-    the information-directed law plays ``a`` when ``uniform < q``, else ``b``.
+def override(mean, var, value, spread, noise, draw, uniform, leader_z, z, tiny, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(R,)``: the model each row plays given its context-free draws ``draw`` ``(R, G)``, whose largest (the first
+    of equal ones, as ``argmax``) is the base choice (see :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from
+    :func:`_given_base`'s law by inversion with ``uniform``: the first model whose cumulative probability exceeds it (the last
+    one with mass if none), so the information-directed law plays ``a`` when ``uniform < q``, else ``b``.
     """
     R, G = mean.shape
     law = np.empty(G)
     for r in range(R):
-        _given_base(mean, var, value, spread, noise, r, base[r], leader_z, z, tiny, law)
+        base = 0
+        for g in range(1, G):
+            if draw[r, g] > draw[r, base]:
+                base = g
+        _given_base(mean, var, value, spread, noise, r, base, leader_z, z, tiny, law)
         total = 0.0
         for g in range(G):
             if law[g] > 0.0:

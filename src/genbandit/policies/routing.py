@@ -78,12 +78,13 @@ def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: f
     eig = np.maximum(eig, 0.0)
     s2 = (dof * pool + syy) / max(dof + n - 1, 1)
     for _ in range(iters):
-        m = proj / (eig + lam)
-        gamma = float((eig / (eig + lam)).sum())
+        shrunk = eig + lam
+        m = proj / shrunk
+        gamma = float((eig / shrunk).sum())
         rss = max(syy - 2.0 * float(m @ proj) + float((eig * m * m).sum()), 0.0)
         s2 = max((dof * pool + rss) / max(dof + n - 1 - gamma, 1e-9), 1e-12)
         mm = float(m @ m)
-        new = float(np.clip(s2 * gamma / mm, 1e-8, _LAMBDA_START)) if mm > 0 and gamma > 0 else _LAMBDA_START
+        new = min(max(s2 * gamma / mm, 1e-8), _LAMBDA_START) if mm > 0 and gamma > 0 else _LAMBDA_START
         if abs(math.log(new / lam)) < 1e-4:
             lam = new
             break
@@ -269,31 +270,35 @@ class EvidenceThompson(_PerDecisionCache, Policy):
 
     # ------------------------------------------------------------------ features
     def _cached(self, contexts: np.ndarray) -> tuple:
-        """(``zh``: ``z = phi - phibar_g`` and ``h = (C_g + lambda_g I)^-1 z``; ``terms``: ``z' theta_g`` and ``z' h``; prompt keys; memo)
-        of each run's context, the features zero where the bandwidth is not set yet.
+        """(``zh``: ``z = phi - phibar_g`` and ``h = (C_g + lambda_g I)^-1 z``; the posterior ``(mean, var, value, spread, noise)``
+        of :func:`~genbandit.policies._routing_numba.scores` before the recurring-prompt update, ``(5, n_runs, n_arms)``; untried
+        models; whether there is one; prompt keys; memo) of each run's context, the features zero where the bandwidth is not set yet.
 
-        Computed once per context in one compiled pass (:func:`~genbandit.policies._routing_numba.prompt_terms`):
+        Computed once per context in one compiled pass (:func:`~genbandit.policies._routing_numba.posterior_terms`):
         ``probabilities`` and the ``select`` and ``update`` that follow on the same context reuse them, and the
         scores of :meth:`_scores` kept in ``memo``; an ``update`` clears them.
         """
         cached = self._cache_get(contexts)
         if cached is not None:
             return cached
-        zh, terms = np.empty((2, *self._phibar.shape)), np.empty((2, *self._n.shape))
-        _kernels().prompt_terms(contexts, self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth > 0, self._phibar,
-                                self._Cinv, self._theta, zh, terms)
+        zh, out = np.empty((2, *self._phibar.shape)), np.empty((5, *self._n.shape))
+        untried = np.empty(self._n.shape, dtype=bool)
+        fresh = _kernels().posterior_terms(contexts, self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar,
+                                           self._Cinv, self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
+                                           _PRIOR_DOF, _TINY, zh, out, untried)
         keys = [_key(x) for x in contexts] if self.max_prompts else None
-        return self._cache_put(contexts, zh, terms, keys, {})
+        return self._cache_put(contexts, zh, out, untried, fresh, keys, {})
 
     # ------------------------------------------------------------------ posterior
     def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of every model's mean score at each run's context, ``(n_runs, n_arms)`` each."""
         self._ensure_state(single=False)
-        mean, var = self._posterior(self._check_contexts(contexts, self._n_runs))[:2]
+        mean, var = self._posterior(self._cached(self._check_contexts(contexts, self._n_runs)))[:2]
         return mean.copy(), var.copy()
 
-    def _posterior(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(mean, var, value, spread, noise), ``(n_runs, n_arms)`` each: see :func:`~genbandit.policies._routing_numba.scores`.
+    def _posterior(self, cached: tuple) -> tuple[np.ndarray, ...]:
+        """(mean, var, value, spread, noise) of a context (``cached``: :meth:`_cached`), ``(n_runs, n_arms)`` each:
+        see :func:`~genbandit.policies._routing_numba.scores`.
 
         The noise variance is each model's evidence estimate shrunk by two pseudo-rounds to the
         variance pooled over models (empirical Bayes across models), which keeps a model whose first
@@ -302,21 +307,21 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         was played on (a regression adjustment: a model chosen on hard prompts by the overrides would
         otherwise look worse than it is). A recurring prompt's own outcomes then update ``mean`` and ``var``.
         """
-        _, terms, keys, _ = self._cached(contexts)
-        out = np.empty((5, *self._n.shape))
-        _kernels().scores(self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax, self._phibar, self._theta, terms,
-                          _PRIOR_DOF, _TINY, out)
+        _, out, _, _, keys, _ = cached
         mean, var, value, spread, noise = out
         if keys is not None:
             mean, var = self._with_cells(keys, mean, var, noise)
         return mean, var, value, spread, noise
 
     def _with_cells(self, keys: list[str], mean: np.ndarray, var: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The normal-normal update of each model's estimate by a recurring prompt's own outcomes."""
+        """The normal-normal update of each model's estimate by a recurring prompt's own outcomes (into copies of ``mean`` and ``var``)."""
+        copied = False
         for r, key in enumerate(keys):
             cell = self._cells[r].get(key)
             if cell is None:
                 continue
+            if not copied:
+                mean, var, copied = mean.copy(), var.copy(), True
             ss, dof = self._within[r]
             pooled = s2[r].max()
             within = max((pooled + ss) / (1.0 + dof), _TINY)
@@ -341,36 +346,37 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         Beta draws for the context-free base, Gaussian ones with ``override_z=None``; untried models first,
         ties uniform). The policy's state and its next ``select`` are unchanged.
         """
-        mean, var, value, spread, noise, untried = self._scores(contexts)
+        mean, var, value, spread, noise, untried, fresh = self._scores(contexts)
         if self.override_z is None:
             return np.stack([u / u.sum() if u.any() else gaussian_argmax_law(m, np.sqrt(v)) for m, v, u in zip(mean, var, untried)])
         ab = np.empty((2, *value.shape))
         _kernels().beta_laws(value, spread, self._ymin, self._ymax, _TINY, ab)
-        ties = "uniform" if untried.any() else "first"  # as _context_free_draw breaks them
+        ties = "uniform" if fresh else "first"  # as _context_free_draw breaks them
         base = np.stack([u / u.sum() if u.any() else beta_argmax_law(a, b, ties) for a, b, u in zip(*ab, untried)])  # untried first
-        if untried.any():
+        if fresh:
             return base
         laws = np.empty((*mean.shape, self.n_arms))
         _kernels().override_laws(mean, var, value, spread, noise, self._leader_z(), self.override_z, _TINY, laws)
         return np.einsum("rb,rbg->rg", base, laws)
 
     def _scores(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(mean, var, value, spread, noise, untried): each model's posterior at the context and context-free,
-        its noise variance and whether it was never played, ``(n_runs, n_arms)``.
+        """(mean, var, value, spread, noise, untried, fresh): each model's posterior at the context and context-free,
+        its noise variance and whether it was never played, ``(n_runs, n_arms)``, and whether any model was not.
 
         Kept with the context's features until the next ``update``: ``probabilities`` and the ``select`` after it share them."""
-        memo = self._cached(contexts)[-1]
+        cached = self._cached(contexts)
+        memo = cached[-1]
         if "scores" not in memo:
-            memo["scores"] = self._score(contexts)
+            memo["scores"] = self._score(cached)
         return memo["scores"]
 
-    def _score(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
-        mean, var, value, spread, s2 = self._posterior(contexts)
+    def _score(self, cached: tuple) -> tuple[np.ndarray, ...]:
+        mean, var, value, spread, s2 = self._posterior(cached)
         if self.budget is not None:
             tried = self._cost_n > 0
             cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (self.price[:, None] / self.budget)
             mean, value = mean - cost, value - cost
-        return mean, var, value, spread, s2, self._n == 0
+        return mean, var, value, spread, s2, cached[2], cached[3]
 
     def _leader_z(self) -> float:
         # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader needs
@@ -378,22 +384,22 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         # unlucky in its first rounds is not frozen out
         return max(2.0 * self.override_z, math.sqrt(2.0 * math.log(max(self._t, 1))))
 
-    def _choose(self, mean, var, value, spread, noise, untried, rng: np.random.Generator) -> np.ndarray:
+    def _choose(self, mean, var, value, spread, noise, untried, fresh, rng: np.random.Generator) -> np.ndarray:
         """The model each row plays, from its scores (see :meth:`_scores`) and draws from ``rng``."""
         if self.override_z is None:
-            return _thompson(mean, var, untried, rng)
-        fresh = untried.any()
-        base = self._context_free_draw(value, spread, untried, fresh, rng)
+            return _thompson(mean, var, untried, fresh, rng)
+        draw = self._context_free_draw(value, spread, rng)
         if fresh:
-            return base
-        # where the prompt is confidently worse than average for the base model, the information-directed choice on the
-        # per-prompt posteriors (override_laws gives the law of this choice given each base)
+            return argmax_random_ties(np.where(untried, np.inf, draw), rng)
+        # the largest draw is the base choice; where the prompt is confidently worse than average for the base model, the
+        # information-directed choice on the per-prompt posteriors (override_laws gives the law of this choice given each base)
         out = np.empty(mean.shape[0], dtype=np.int64)
-        _kernels().override(mean, var, value, spread, noise, base, rng.random(mean.shape[0]), self._leader_z(), self.override_z, _TINY, out)
+        _kernels().override(mean, var, value, spread, noise, draw, rng.random(mean.shape[0]), self._leader_z(), self.override_z, _TINY, out)
         return out
 
-    def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, untried: np.ndarray, fresh: bool, rng: np.random.Generator) -> np.ndarray:
-        """Thompson sampling over the models from Beta laws moment-matched to each mean's posterior on the observed reward range.
+    def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The draws of Thompson sampling over the models, ``(n_runs, n_arms)``, from Beta laws moment-matched to each mean's posterior
+        on the observed reward range.
 
         On the range ``[lo, hi]`` of the rewards seen, a model's mean ``m`` and variance ``v`` are those
         of ``Beta(a, b)`` with ``a + b = m (1 - m) / v - 1``; its skewed tail keeps a model whose first
@@ -405,8 +411,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         ab = np.empty((2, *value.shape))
         _kernels().beta_laws(value, spread, self._ymin, self._ymax, _TINY, ab)
         beta, (a, b) = rng.beta, ab.reshape(2, -1).tolist()
-        draw = np.array([beta(x, y) for x, y in zip(a, b)]).reshape(value.shape)
-        return argmax_random_ties(np.where(untried, np.inf, draw), rng) if fresh else draw.argmax(1)
+        return np.array([beta(x, y) for x, y in zip(a, b)]).reshape(value.shape)
 
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
         owner = type(self).__name__
@@ -423,20 +428,19 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         rewards = feedback if self.budget is None else feedback["reward"]
         if self.budget is not None:
             self._pace(actions, feedback["cost"])
-        zh, _, keys, _ = self._cached(contexts)
+        zh, _, _, _, keys, _ = self._cached(contexts)
         self._last = None
         if keys is not None:
             for r, key in enumerate(keys):
                 self._count_cell(r, key, int(actions[r]), float(rewards[r]))
-        ready = self._bandwidth > 0
         due = np.zeros(actions.shape[0], dtype=bool)
-        _kernels().learn(self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._theta, self._cxy, self._phibar, ready,
-                         actions, rewards, zh, self._next_fit, due)
-        if due.any():
+        some_due, waiting = _kernels().learn(self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._theta, self._cxy, self._phibar,
+                                       self._bandwidth, actions, rewards, zh, self._next_fit, due)
+        if some_due:
             for r in np.flatnonzero(due):
                 self._refit(int(r), int(actions[r]))
-        if not ready.all():
-            for r in np.flatnonzero(~ready):
+        if waiting:
+            for r in np.flatnonzero(self._bandwidth == 0):
                 self._buffer[r].append((contexts[r].copy(), int(actions[r]), float(rewards[r])))
                 if len(self._buffer[r]) >= self.bandwidth_sample:
                     self._set_bandwidth(int(r))
@@ -610,10 +614,10 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         return self._spent / np.maximum(self._paid, 1)
 
 
-def _thompson(mean: np.ndarray, var: np.ndarray, untried: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One Gaussian posterior draw per model and run, the largest wins; untried models first."""
+def _thompson(mean: np.ndarray, var: np.ndarray, untried: np.ndarray, fresh: bool, rng: np.random.Generator) -> np.ndarray:
+    """One Gaussian posterior draw per model and run, the largest wins; untried models first (``fresh``: there is one)."""
     draw = mean + np.sqrt(var) * rng.standard_normal(mean.shape)
-    return argmax_random_ties(np.where(untried, np.inf, draw), rng) if untried.any() else draw.argmax(1)
+    return argmax_random_ties(np.where(untried, np.inf, draw), rng) if fresh else draw.argmax(1)
 
 
 def _kernels():
@@ -629,7 +633,7 @@ _KERNELS = None
 
 def _key(x: np.ndarray) -> str:
     """The identity of a prompt: a hash of its embedding to single precision."""
-    return hashlib.blake2b(np.asarray(x, dtype=np.float32).tobytes(), digest_size=12).hexdigest()
+    return hashlib.blake2b(x.astype(np.float32).tobytes(), digest_size=12).hexdigest()
 
 
 def argmax_law(F: np.ndarray, ties: str = "first") -> np.ndarray:
