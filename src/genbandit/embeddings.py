@@ -33,6 +33,7 @@ import logging
 import os
 import re
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -268,13 +269,7 @@ class _OnnxModel:
     def __init__(self, model: Any, model_dir: Path, name: str, threads: int | None, int8: bool = False) -> None:
         ort = import_optional("onnxruntime", "The ONNX embedding backend", extra="onnx")
         self._tokenize = getattr(model, "preprocess", None) or model.tokenize  # tokenize before sentence-transformers 5
-        digest = hashlib.sha256()
-        for file in sorted(p for p in model_dir.rglob("*") if p.is_file()):
-            digest.update(file.relative_to(model_dir).as_posix().encode() + b"\x00")
-            with open(file, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-        path = default_cache_dir("onnx") / f"{name}-unpadded-{digest.hexdigest()[:16]}.onnx"
+        path = default_cache_dir("onnx") / f"{name}-unpadded-{_files_digest(model_dir)[:16]}.onnx"
         if not path.is_file():
             self._export(model, path)
         if int8:
@@ -332,6 +327,18 @@ class _OnnxModel:
             torch.onnx.export(graph, tuple(torch.from_numpy(example[n]) for n in names), str(tmp), dynamo=False, input_names=names,
                               output_names=["sentence_embedding"], dynamic_axes=axes, opset_version=17)
         os.replace(tmp, path)
+
+
+@lru_cache(maxsize=8)
+def _files_digest(model_dir: Path) -> str:
+    """SHA-256 of a model folder's files (names and contents): read once per process, not once per copy of the model."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(model_dir).as_posix().encode() + b"\x00")
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def _unpadded_graph(model: Any, torch: Any) -> Any:
