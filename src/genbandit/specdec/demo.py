@@ -235,7 +235,7 @@ def _report(rows, methods, policies, labels, max_length, training, max_new_token
     lines += [
         f"Target GPT {target.get('parameters', 0) / 1e6:.2f}M parameters, draft GPT {draft.get('parameters', 0) / 1e6:.2f}M, "
         f"{training.get('tokenizer', 'byte tokenizer')}, "
-        f"trained for {training.get('recipe', {}).get('steps', '?')} steps each on the Python standard library's source "
+        f"trained for {target.get('steps', '?')} / {draft.get('steps', '?')} steps on the Python standard library's source "
         f"(held-out loss target {target.get('held_out_loss_shipped', float('nan'))} / draft {draft.get('held_out_loss_shipped', float('nan'))} nats/byte; "
         f"share of distinct 4-grams in the target's greedy text {target.get('greedy', {}).get('distinct_4gram_share', float('nan'))}). "
         f"Greedy decoding, {max_new_tokens} new tokens per prompt, {finished} prompts, arms = plain + {{model, pld, suffix}} x lengths "
