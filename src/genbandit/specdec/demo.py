@@ -237,7 +237,9 @@ def _report(rows, methods, policies, labels, max_length, training, max_new_token
         f"{training.get('tokenizer', 'byte tokenizer')}, "
         f"trained for {target.get('steps', '?')} / {draft.get('steps', '?')} steps on the Python standard library's source "
         f"(held-out loss target {target.get('held_out_loss_shipped', float('nan'))} / draft {draft.get('held_out_loss_shipped', float('nan'))} nats/byte; "
-        f"share of distinct 4-grams in the target's greedy text {target.get('greedy', {}).get('distinct_4gram_share', float('nan'))}). "
+        f"share of distinct byte 4-grams in the target's greedy text: other prompts {target.get('greedy', {}).get('distinct_4gram_share', float('nan'))}"
+        + "".join(f", {KINDS[kind]} prompts {q['distinct_4gram_share']}" for kind, q in target.get("greedy_demo_prompts", {}).items())
+        + "). "
         f"Greedy decoding, {max_new_tokens} new tokens per prompt, {finished} prompts, arms = plain + {{model, pld, suffix}} x lengths "
         f"{list(LENGTHS)} (L = {max_length}). Each method ran {repeats} times per prompt, the order of the methods alternating; the "
         "serving policy carries its state from prompt to prompt (one chain per repetition), UCBSpec starts afresh on each prompt.",
