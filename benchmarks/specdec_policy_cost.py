@@ -25,8 +25,7 @@ import torch
 
 from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
 from genbandit.specdec.demo import DEMO_PROMPTS, LENGTHS
-from genbandit.specdec.demo_training import SHIPPED_DIR, load_models
-from genbandit.specdec.tokenizer import ByteTokenizer
+from genbandit.specdec.demo_training import SHIPPED_DIR, load_models, load_tokenizer
 
 FIXED = "suffix:6"
 
@@ -57,7 +56,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     target, draft = load_models(SHIPPED_DIR)
-    tok = ByteTokenizer()
+    tok = load_tokenizer(SHIPPED_DIR)
     decoder = SpeculativeDecoder(target, {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()},
                                  LENGTHS, eos_token_id=tok.eos_token_id)
     prompts = [tok.encode(text) for _, text in DEMO_PROMPTS]

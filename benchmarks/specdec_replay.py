@@ -31,8 +31,7 @@ import torch
 from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
 from genbandit.specdec.decoder import SERVING_POLICY
 from genbandit.specdec.demo import DEMO_PROMPTS, LENGTHS
-from genbandit.specdec.demo_training import SHIPPED_DIR, load_models
-from genbandit.specdec.tokenizer import ByteTokenizer
+from genbandit.specdec.demo_training import SHIPPED_DIR, load_models, load_tokenizer
 
 
 def make_decoder() -> SpeculativeDecoder:
@@ -40,7 +39,7 @@ def make_decoder() -> SpeculativeDecoder:
     torch.set_num_threads(1)
     target, draft = load_models(SHIPPED_DIR)
     drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
-    return SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=ByteTokenizer().eos_token_id)
+    return SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=load_tokenizer(SHIPPED_DIR).eos_token_id)
 
 
 def record(max_new_tokens: int):
@@ -48,7 +47,7 @@ def record(max_new_tokens: int):
     and every fixed arm's measured rounds ``(arm, drafted tokens, seconds)``."""
     decoder = make_decoder()
     drafters = decoder.drafters
-    tok = ByteTokenizer()
+    tok = load_tokenizer(SHIPPED_DIR)
     longest = max(LENGTHS)
     prompts = []
     with torch.no_grad():

@@ -10,9 +10,17 @@ pytest.importorskip("transformers")
 import json
 import platform
 
-
 from genbandit.specdec import demo, demo_training
-from genbandit.specdec.demo_training import SHIPPED_DIR, TRAIN, distinct_ngram_share, greedy_quality, held_out_loss, load_models
+from genbandit.specdec.demo_training import (
+    SHIPPED_DIR,
+    TRAIN,
+    byte_lengths,
+    distinct_ngram_share,
+    greedy_quality,
+    held_out_loss,
+    load_models,
+    load_tokenizer,
+)
 
 RECORD = json.loads((SHIPPED_DIR / "training.json").read_text())
 
@@ -21,31 +29,67 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def held():
-    return demo_training.corpus(TRAIN["corpus_bytes"])[1]
+def tokenizer():
+    return load_tokenizer()
 
 
-def test_shipped_target_beats_the_draft_on_held_out_text(held):
+@pytest.fixture(scope="module")
+def corpus(tokenizer):
+    return demo_training.corpus(tokenizer, TRAIN["corpus_bytes"])
+
+
+def test_the_shipped_tokenizer_loads_offline_and_round_trips_any_text(tokenizer):
     target, draft = load_models()
-    t, d = held_out_loss(target, held), held_out_loss(draft, held)
-    assert t < d - 0.3, (t, d)  # 1.437 against 1.866 nats/byte
+    assert len(tokenizer) == TRAIN["vocab_size"] == target.config.vocab_size == draft.config.vocab_size  # the draft shares the vocabulary
+    text = "def f(x):\n    return x  # héllo \u2713\t\x00"
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text and len(ids) < len(text.encode("utf-8")) and tokenizer.eos_token_id not in ids
+    lengths = byte_lengths(tokenizer)
+    assert lengths[ids].sum() == len(text.encode("utf-8"))  # each token's bytes, for losses in nats per byte
+
+
+def test_shipped_target_beats_the_draft_on_held_out_text(corpus, tokenizer):
+    target, draft = load_models()
+    lengths = byte_lengths(tokenizer)
+    t, d = held_out_loss(target, corpus[1], lengths), held_out_loss(draft, corpus[1], lengths)
+    assert t < d - 0.15, (t, d)  # 1.120 against 1.328 nats/byte
     assert t == pytest.approx(RECORD["target"]["held_out_loss_shipped"], abs=1e-3)  # the record describes these weights
 
 
-def test_repeats_in_the_shipped_target_greedy_text_are_measured_as_recorded():
+def test_repeats_in_the_shipped_target_greedy_text_are_measured_as_recorded(tokenizer):
     """The share of distinct 4-grams is measured (and recorded in training.json, reported by the demo)."""
     target, _ = load_models()
-    quality = greedy_quality(target)
+    quality = greedy_quality(target, tokenizer)
     assert quality["distinct_4gram_share"] == RECORD["target"]["greedy"]["distinct_4gram_share"]
     assert distinct_ngram_share([7] * 50) < 0.05 < 0.9 < distinct_ngram_share(list(b"def read_config(path): return open(path).read()"))
 
 
 @pytest.mark.skipif(platform.python_version() != RECORD["python"], reason="the corpus is this Python version's standard library")
-def test_training_by_steps_reproduces_the_recorded_first_losses():
-    data, held = demo_training.corpus(TRAIN["corpus_bytes"])
-    model = demo_training.build_model(demo_training.TARGET_CONFIG, TRAIN["seed"])
-    record = demo_training._train(model, data, held, TRAIN, TRAIN["seed"], lambda msg: None, "target", stop_after=5)
+def test_training_by_steps_reproduces_the_recorded_first_losses(corpus, tokenizer):
+    data, held = corpus
+    assert len(data) == RECORD["corpus_tokens"]
+    model = demo_training.build_model(demo_training.TARGET_CONFIG, TRAIN["seed"], len(tokenizer))
+    recipe = {**TRAIN, **TRAIN["target"]}
+    record = demo_training._train(model, data, held, byte_lengths(tokenizer), recipe, TRAIN["seed"], lambda msg: None, "target", stop_after=5)
     assert record["first_losses"] == pytest.approx(RECORD["target"]["first_losses"], abs=2e-3)
+
+
+@pytest.mark.skipif(platform.python_version() != RECORD["python"], reason="the corpus is this Python version's standard library")
+def test_learning_the_tokenizer_again_gives_the_shipped_one(tokenizer):
+    again = demo_training.train_tokenizer(demo_training.corpus_texts(TRAIN["corpus_bytes"])[0], TRAIN["vocab_size"])
+    assert again.get_vocab() == tokenizer.get_vocab()
+    merges = [json.loads(t.backend_tokenizer.to_str())["model"]["merges"] for t in (again, tokenizer)]
+    assert merges[0] == merges[1]
+
+
+def test_cli_generate_finds_the_tokenizer_beside_the_shipped_models(capsys):
+    from genbandit.cli import main
+
+    argv = ["specdec", "generate", "--target", str(SHIPPED_DIR / "target"), "--draft", str(SHIPPED_DIR / "draft"),
+            "--prompt", "def add(a, b):\n    return", "--max-new-tokens", "24", "--policy", "UCB1", "--check"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "def add(a, b):\n    return\u2502" in out and "identical to plain greedy decoding: yes" in out
 
 
 PROMPTS = demo.DEMO_PROMPTS[:2]

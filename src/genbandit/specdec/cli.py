@@ -69,7 +69,7 @@ def _load_tokenizer(name: str | None, target_path: str, vocab_size: int):
     files = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
     if name is None and folder.is_dir() and not any((folder / f).exists() for f in files):
         if vocab_size == ByteTokenizer.vocab_size:
-            return ByteTokenizer()  # a model trained with genbandit's byte tokenizer (the demo's)
+            return ByteTokenizer()  # a model trained with genbandit's byte tokenizer
         raise InvalidParameterError(f"No tokenizer in {folder}: give --tokenizer PATH (or 'bytes').")
     from transformers import AutoTokenizer
 

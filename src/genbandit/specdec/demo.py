@@ -1,8 +1,8 @@
 """``genbandit specdec demo``: speculative decoding tuned by a bandit, on real (tiny) language models, no downloads.
 
 1. Load the demo models shipped with the package (a target GPT and a much smaller draft GPT over
-   bytes, trained on the Python standard library's source; :mod:`genbandit.specdec.demo_training`
-   trains them again).
+   a byte-level BPE tokenizer of 4,096 tokens, trained on the Python standard library's source;
+   :mod:`genbandit.specdec.demo_training` trains them again).
 2. Decode a mix of copy-heavy prompts (code to continue or redo) and free-text prompts (prose of
    the kind found in docstrings) greedily with every fixed arm (plain; model, pld and suffix
    drafters x speculation lengths) and with the policies (the serving policy, which learns
@@ -132,16 +132,15 @@ def run_demo(
     import torch
 
     from .decoder import SpeculativeDecoder
-    from .demo_training import SHIPPED_DIR, load_models
+    from .demo_training import SHIPPED_DIR, load_models, load_tokenizer
     from .drafters import ModelDrafter, PromptLookupDrafter, SuffixMatchDrafter
-    from .tokenizer import ByteTokenizer
 
     torch.set_num_threads(threads)
     model_dir = Path(models) if models is not None else SHIPPED_DIR
     target, draft = load_models(model_dir)
     training = json.loads((model_dir / "training.json").read_text()) if (model_dir / "training.json").is_file() else {}
     log(f"models from {model_dir}: target {_params(target)}, draft {_params(draft)}; torch threads {threads}")
-    tok = ByteTokenizer()
+    tok = load_tokenizer(model_dir)
     drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
     decoder = SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=tok.eos_token_id)
     labels = [a.label for a in decoder.arms]
@@ -234,10 +233,13 @@ def _report(rows, methods, policies, labels, max_length, training, max_new_token
         return "\n".join(lines + ["No prompt finished."]) + "\n"
     target, draft = training.get("target", {}), training.get("draft", {})
     lines += [
-        f"Target GPT {target.get('parameters', 0) / 1e6:.2f}M parameters, draft GPT {draft.get('parameters', 0) / 1e6:.2f}M, byte tokenizer, "
-        f"trained for {training.get('recipe', {}).get('steps', '?')} steps each on the Python standard library's source "
+        f"Target GPT {target.get('parameters', 0) / 1e6:.2f}M parameters, draft GPT {draft.get('parameters', 0) / 1e6:.2f}M, "
+        f"{training.get('tokenizer', 'byte tokenizer')}, "
+        f"trained for {target.get('steps', '?')} / {draft.get('steps', '?')} steps on the Python standard library's source "
         f"(held-out loss target {target.get('held_out_loss_shipped', float('nan'))} / draft {draft.get('held_out_loss_shipped', float('nan'))} nats/byte; "
-        f"share of distinct 4-grams in the target's greedy text {target.get('greedy', {}).get('distinct_4gram_share', float('nan'))}). "
+        f"share of distinct byte 4-grams in the target's greedy text: other prompts {target.get('greedy', {}).get('distinct_4gram_share', float('nan'))}"
+        + "".join(f", {KINDS[kind]} prompts {q['distinct_4gram_share']}" for kind, q in target.get("greedy_demo_prompts", {}).items())
+        + "). "
         f"Greedy decoding, {max_new_tokens} new tokens per prompt, {finished} prompts, arms = plain + {{model, pld, suffix}} x lengths "
         f"{list(LENGTHS)} (L = {max_length}). Each method ran {repeats} times per prompt, the order of the methods alternating; the "
         "serving policy carries its state from prompt to prompt (one chain per repetition), UCBSpec starts afresh on each prompt.",

@@ -1,14 +1,19 @@
-"""The demo's models: a small target GPT and a much smaller draft GPT, trained by steps on local Python source.
+"""The demo's models: a byte-level BPE tokenizer, a small target GPT and a much smaller draft GPT, trained on local Python source.
 
 Training is defined by steps and data, not by wall-clock time, so the same command gives the same
 models on a busy or an idle machine (same Python standard library, same torch thread count).
 ``genbandit specdec train-demo --out DIR`` trains them again; the package ships the result
-(``specdec/demo_models/``, float16 weights, a few MB), so ``genbandit specdec demo`` needs no
-training and no download.
+(``specdec/demo_models/``: float16 weights and the tokenizer, a few MB), so ``genbandit specdec
+demo`` needs no training and no download.
 
-Quality is measured, not assumed: the held-out loss of both models (the target must beat the
-draft) and the share of distinct 4-grams in the target's greedy continuations (a model that
-degenerates into loops repeats the same few 4-grams).
+The tokenizer (BPE over bytes, GPT-2's pre-tokenization, :data:`TRAIN` ``["vocab_size"]`` tokens)
+is learnt from the training files; each token covers 3.4 bytes of Python source on average, so a
+training step sees 3.4 times the text of a byte-level model's step and the 512-position context
+holds about 1,700 bytes.
+
+Quality is measured, not assumed: the held-out loss of both models in nats per byte (comparable
+across tokenizers; the target must beat the draft) and the share of distinct 4-grams in the
+target's greedy continuations (a model that degenerates into loops repeats the same few 4-grams).
 """
 
 from __future__ import annotations
@@ -23,22 +28,24 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["TARGET_CONFIG", "DRAFT_CONFIG", "TRAIN", "SHIPPED_DIR", "corpus", "build_model", "train_models",
-           "load_models", "held_out_loss", "distinct_ngram_share", "QUALITY_PROMPTS"]
+__all__ = ["TARGET_CONFIG", "DRAFT_CONFIG", "TRAIN", "SHIPPED_DIR", "corpus_texts", "train_tokenizer", "corpus", "build_model",
+           "train_models", "prepare", "train_model", "finish", "load_models", "load_tokenizer", "byte_lengths", "held_out_loss",
+           "distinct_ngram_share", "greedy_quality", "QUALITY_PROMPTS"]
 
 #: Where the package keeps the trained demo models (``target/``, ``draft/``, ``training.json``).
 SHIPPED_DIR = Path(__file__).with_name("demo_models")
 
-TARGET_CONFIG = dict(n_embd=96, n_layer=4, n_head=4)
+TARGET_CONFIG = dict(n_embd=128, n_layer=4, n_head=4)
 DRAFT_CONFIG = dict(n_embd=48, n_layer=1, n_head=2)
 N_POSITIONS = 512
-#: The training recipe of both models: AdamW with warm-up and cosine decay over ``steps``; all but the last
-#: ``long_steps`` steps take ``batch`` windows of ``block`` bytes placed at random positions of the
-#: ``N_POSITIONS`` context (short windows see more bytes per second, and every position embedding is
-#: trained); the last ``long_steps`` take ``long_batch`` windows of the full ``long_block`` bytes, the
-#: context the demo decodes in.
-TRAIN = dict(steps=5000, batch=16, block=128, long_steps=600, long_batch=4, long_block=512, lr=2e-3, warmup=40, seed=0,
-             threads=1, corpus_bytes=6_000_000)
+EOS = "<|endoftext|>"
+#: The training recipe: a byte-level BPE tokenizer of ``vocab_size`` tokens, then each model trained with AdamW, warm-up
+#: and cosine decay over its own ``steps``; all but its last ``long_steps`` steps take ``batch`` windows of ``block``
+#: tokens placed at random positions of the ``N_POSITIONS`` context (short windows see more text per second, and every
+#: position embedding is trained); the last ``long_steps`` take ``long_batch`` windows of the full ``long_block``
+#: tokens, the context the demo decodes in.
+TRAIN = dict(vocab_size=4096, target=dict(steps=1800, long_steps=200), draft=dict(steps=1000, long_steps=100), batch=16, block=128,
+             long_batch=4, long_block=512, lr=2e-3, warmup=40, seed=0, threads=1, corpus_bytes=6_000_000)
 
 #: Prompts whose greedy continuations measure degeneration (free text and code, none of them in the demo's prompt set).
 QUALITY_PROMPTS = [
@@ -49,17 +56,17 @@ QUALITY_PROMPTS = [
 ]
 
 
-def corpus(max_bytes: int, holdout_every: int = 10) -> tuple[np.ndarray, np.ndarray]:
-    """The standard library's ``.py`` files (sorted, test suites left out) as bytes: (train, held out).
+def corpus_texts(max_bytes: int, holdout_every: int = 10) -> tuple[list[str], list[str]]:
+    """The standard library's ``.py`` files (sorted, test suites left out, first 60,000 bytes each): (train, held out).
 
-    Every ``holdout_every``-th file goes to the held-out set; each file ends with the end-of-text token.
+    Every ``holdout_every``-th file goes to the held-out set; the training files stop once they hold
+    ``max_bytes`` bytes.
     """
-    from .tokenizer import ByteTokenizer
-
     root = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(p for p in root.rglob("*.py") if "test" not in p.relative_to(root).parts[0] and "site-packages" not in str(p))
-    train: list[int] = []
-    held: list[int] = []
+    train: list[str] = []
+    held: list[str] = []
+    size = 0
     for i, path in enumerate(files):
         try:
             data = path.read_bytes()
@@ -67,35 +74,80 @@ def corpus(max_bytes: int, holdout_every: int = 10) -> tuple[np.ndarray, np.ndar
             continue
         if len(data) < 200:
             continue
-        chunk = list(data[:60_000]) + [ByteTokenizer.eos_token_id]
-        (held if i % holdout_every == 0 else train).extend(chunk)
-        if len(train) >= max_bytes:
+        text = data[:60_000].decode("utf-8", errors="replace")
+        if i % holdout_every == 0:
+            held.append(text)
+        else:
+            train.append(text)
+            size += len(text.encode("utf-8"))
+        if size >= max_bytes:
             break
-    return np.asarray(train, dtype=np.int64), np.asarray(held[:200_000], dtype=np.int64)
+    return train, held
 
 
-def build_model(config: dict, seed: int):
-    """A GPT-2 architecture over the byte tokenizer's 257 tokens, initialised from ``seed``."""
+def train_tokenizer(texts: Sequence[str], vocab_size: int) -> Any:
+    """A byte-level BPE tokenizer of ``vocab_size`` tokens learnt from ``texts``, end of text ``<|endoftext|>`` (id 0).
+
+    GPT-2's byte-level pre-tokenization, so every byte sequence has an encoding and decoding is
+    lossless; returned as a ``transformers`` fast tokenizer, saved with the models.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    bpe.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS, bos_token=EOS, clean_up_tokenization_spaces=False)
+
+
+def corpus(tokenizer: Any, max_bytes: int, held_bytes: int = 200_000) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids of :func:`corpus_texts`: (train, the held-out files' first ``held_bytes`` bytes); each file ends with end of text."""
+    train, held = corpus_texts(max_bytes)
+
+    def ids(texts: Sequence[str]) -> np.ndarray:
+        return np.asarray([i for ids in tokenizer(list(texts))["input_ids"] for i in ids + [tokenizer.eos_token_id]], dtype=np.int64)
+
+    held_ids = ids(held)
+    lengths = byte_lengths(tokenizer)[held_ids]
+    return ids(train), held_ids[: int(np.searchsorted(np.cumsum(lengths), held_bytes))]
+
+
+def byte_lengths(tokenizer: Any) -> np.ndarray:
+    """Bytes of text each token id stands for (the end-of-text token counts as one byte, as in a byte-level model)."""
+    # byte-level BPE writes each byte as one character of its alphabet
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return np.asarray([1 if t in tokenizer.all_special_tokens else len(t) for t in tokens], dtype=np.int64)
+
+
+def build_model(config: dict, seed: int, vocab_size: int):
+    """A GPT-2 architecture over ``vocab_size`` tokens (end of text: id 0), initialised from ``seed``."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from .tokenizer import ByteTokenizer
-
     torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=ByteTokenizer.vocab_size, n_positions=N_POSITIONS, bos_token_id=ByteTokenizer.eos_token_id,
-                     eos_token_id=ByteTokenizer.eos_token_id, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **config)
+    cfg = GPT2Config(vocab_size=vocab_size, n_positions=N_POSITIONS, bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
+                     embd_pdrop=0.0, attn_pdrop=0.0, **config)
     return GPT2LMHeadModel(cfg)
 
 
-def held_out_loss(model: Any, held: np.ndarray, block: int = 256, windows: int = 32) -> float:
-    """Mean next-byte loss (nats/byte) on ``windows`` fixed windows of the held-out bytes."""
+def held_out_loss(model: Any, held: np.ndarray, lengths: np.ndarray, block: int = 256, windows: int = 32) -> float:
+    """Next-token loss on ``windows`` fixed windows of ``block`` held-out tokens, in nats per byte of text predicted.
+
+    ``lengths`` gives the bytes of each token id (:func:`byte_lengths`), so models over different
+    tokenizers compare: the summed loss of the predicted tokens over the bytes they spell.
+    """
     import torch
 
     starts = np.random.default_rng(1).integers(0, len(held) - block - 1, size=windows)
     x = torch.from_numpy(np.stack([held[s : s + block] for s in starts]))
     model.eval()
     with torch.no_grad():
-        return float(model(x, labels=x).loss)
+        logits = model(x).logits[:, :-1]
+        nats = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum")
+    return float(nats) / float(lengths[x[:, 1:].numpy()].sum())
 
 
 def distinct_ngram_share(tokens: Sequence[int], n: int = 4) -> float:
@@ -110,26 +162,29 @@ def distinct_ngram_share(tokens: Sequence[int], n: int = 4) -> float:
     return round(len(set(grams)) / len(grams), 2) if grams else 0.0
 
 
-def greedy_quality(model: Any, new_tokens: int = 256) -> dict:
-    """Greedy continuations of :data:`QUALITY_PROMPTS`: the mean distinct 4-gram share and a sample."""
+def greedy_quality(model: Any, tokenizer: Any, prompts: Sequence[str] = QUALITY_PROMPTS, new_tokens: int = 256,
+                   measured_bytes: int = 256) -> dict:
+    """Greedy continuations of ``prompts``: the share of distinct byte 4-grams in each one's first ``measured_bytes`` bytes.
+
+    Measured on bytes, not tokens, so that models over different tokenizers compare (a byte-level
+    model's 256 new tokens are 256 bytes).
+    """
     import torch
 
-    from .tokenizer import ByteTokenizer
-
-    tok = ByteTokenizer()
     shares, samples = [], []
     with torch.no_grad():
-        for text in QUALITY_PROMPTS:
-            ids = tok.encode(text)
+        for text in prompts:
+            ids = tokenizer.encode(text)
             out = model.generate(torch.tensor([ids]), max_new_tokens=new_tokens, do_sample=False,
-                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
-            shares.append(distinct_ngram_share(out))
-            samples.append(text + tok.decode(out))
+                                 eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)[0, len(ids):].tolist()
+            continuation = tokenizer.decode(out)
+            shares.append(distinct_ngram_share(list(continuation.encode("utf-8")[:measured_bytes])))
+            samples.append(text + continuation)
     return {"distinct_4gram_share": round(float(np.mean(shares)), 3), "per_prompt": shares, "samples": samples}
 
 
-def _train(model: Any, data: np.ndarray, held: np.ndarray, recipe: dict, seed: int, log: Callable[[str], None], tag: str,
-           stop_after: int | None = None) -> dict:
+def _train(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, recipe: dict, seed: int, log: Callable[[str], None],
+           tag: str, stop_after: int | None = None) -> dict:
     """Train ``model`` with ``recipe`` (the schedule spans ``recipe["steps"]``); ``stop_after`` ends it early (for checks)."""
     import torch
 
@@ -161,42 +216,76 @@ def _train(model: Any, data: np.ndarray, held: np.ndarray, recipe: dict, seed: i
         if (step + 1) % 100 == 0 or step + 1 == steps:
             point = {"step": step + 1, "train_loss": round(float(np.mean(losses[-100:])), 4), "seconds": round(time.perf_counter() - start, 1)}
             if (step + 1) % 200 == 0 or step + 1 == steps:
-                point["held_out_loss"] = round(held_out_loss(model, held), 4)
+                point["held_out_nats_per_byte"] = round(held_out_loss(model, held, lengths), 4)
                 model.train()
             curve.append(point)
             log(f"  {tag}: " + ", ".join(f"{k} {v}" for k, v in point.items()))
     model.eval()
+    tokens = (steps - long_steps) * recipe["batch"] * recipe["block"] + long_steps * recipe["long_batch"] * recipe["long_block"]
     return {"steps": steps, "seconds": round(time.perf_counter() - start, 1), "first_losses": [round(v, 4) for v in losses[:5]],
-            "held_out_loss": round(held_out_loss(model, held), 4), "bytes_seen": (steps - long_steps) * recipe["batch"] * recipe["block"] + long_steps * recipe["long_batch"] * recipe["long_block"],
-            "curve": curve}
+            "held_out_loss": round(held_out_loss(model, held, lengths), 4), "tokens_seen": tokens, "curve": curve}
 
 
 def train_models(out: str | Path, log: Callable[[str], None] = print, recipe: dict | None = None) -> dict:
-    """Train the target and the draft with ``recipe`` (default :data:`TRAIN`); save both (float16) and ``training.json``."""
+    """Learn the tokenizer, train the target and the draft with ``recipe`` (default :data:`TRAIN`); save them and ``training.json``.
+
+    Each model's folder (``target/``, ``draft/``) holds its float16 weights and the tokenizer. The stages
+    (:func:`prepare`, :func:`train_model` per model, :func:`finish`) may also run the two models in two
+    processes: the same seeds give the same models.
+    """
+    recipe = {**TRAIN, **(recipe or {})}
+    tokenizer, data, held = prepare(recipe, log)
+    record = {tag: train_model(tag, out, recipe, tokenizer, data, held, log) for tag in ("target", "draft")}
+    return finish(out, recipe, tokenizer, data, held, record, log)
+
+
+def prepare(recipe: dict, log: Callable[[str], None] = print) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The first stage of :func:`train_models`: torch's thread count set, the tokenizer learnt, the corpus tokenized."""
     import torch
 
-    recipe = {**TRAIN, **(recipe or {})}
-    out = Path(out)
     torch.set_num_threads(recipe["threads"])
-    data, held = corpus(recipe["corpus_bytes"])
-    log(f"corpus: {len(data):,} training bytes and {len(held):,} held-out bytes of the Python {platform.python_version()} standard library")
-    record: dict[str, Any] = {"recipe": recipe, "corpus_bytes": int(len(data)), "python": platform.python_version(), "torch": torch.__version__,
-                              "corpus": "Python standard library *.py (test suites left out, every tenth file held out)"}
-    for tag, config, seed in (("target", TARGET_CONFIG, recipe["seed"]), ("draft", DRAFT_CONFIG, recipe["seed"] + 1)):
-        model = build_model(config, seed)
-        n_params = sum(p.numel() for p in model.parameters())
-        log(f"training the {tag} ({n_params / 1e6:.2f}M parameters, {config}) for {recipe['steps']} steps")
-        record[tag] = {"parameters": n_params, "config": config, **_train(model, data, held, recipe, seed, log, tag)}
-        model.half().save_pretrained(out / tag)
-    target, draft = load_models(out)
-    record["target"]["held_out_loss_shipped"] = round(held_out_loss(target, held), 4)
-    record["draft"]["held_out_loss_shipped"] = round(held_out_loss(draft, held), 4)
-    record["target"]["greedy"] = greedy_quality(target)
-    record["draft"]["greedy"] = greedy_quality(draft)
+    tokenizer = train_tokenizer(corpus_texts(recipe["corpus_bytes"])[0], recipe["vocab_size"])
+    data, held = corpus(tokenizer, recipe["corpus_bytes"])
+    lengths = byte_lengths(tokenizer)
+    log(f"corpus: {len(data):,} training tokens ({lengths[data].mean():.2f} bytes each) and {int(lengths[held].sum()):,} held-out "
+        f"bytes of the Python {platform.python_version()} standard library; byte-level BPE of {len(tokenizer)} tokens")
+    return tokenizer, data, held
+
+
+def train_model(tag: str, out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held: np.ndarray,
+                log: Callable[[str], None] = print) -> dict:
+    """Train the ``"target"`` or the ``"draft"`` (its own ``steps``/``long_steps`` in ``recipe[tag]``); save it with the tokenizer."""
+    config, seed = (TARGET_CONFIG, recipe["seed"]) if tag == "target" else (DRAFT_CONFIG, recipe["seed"] + 1)
+    model = build_model(config, seed, len(tokenizer))
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"training the {tag} ({n_params / 1e6:.2f}M parameters, {config}) for {recipe[tag]['steps']} steps")
+    result = _train(model, data, held, byte_lengths(tokenizer), {**recipe, **recipe[tag]}, seed, log, tag)
+    model.half().save_pretrained(Path(out) / tag)
+    tokenizer.save_pretrained(Path(out) / tag)
+    return {"parameters": n_params, "config": config, **result}
+
+
+def finish(out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held: np.ndarray, record: dict,
+           log: Callable[[str], None] = print) -> dict:
+    """The last stage of :func:`train_models`: the saved models measured, ``training.json`` written."""
+    import torch
+
+    from .demo import DEMO_PROMPTS
+
+    lengths = byte_lengths(tokenizer)
+    record = {"recipe": recipe, "corpus_tokens": len(data), "corpus_bytes": int(lengths[data].sum()),
+              "python": platform.python_version(), "torch": torch.__version__,
+              "corpus": "Python standard library *.py (test suites left out, every tenth file held out)",
+              "tokenizer": f"byte-level BPE tokenizer ({len(tokenizer)} tokens)", **record}
+    for tag, model in zip(("target", "draft"), load_models(out)):
+        record[tag]["held_out_loss_shipped"] = round(held_out_loss(model, held, lengths), 4)
+        record[tag]["greedy"] = greedy_quality(model, tokenizer)
+        record[tag]["greedy_demo_prompts"] = {kind: greedy_quality(model, tokenizer, [text for k, text in DEMO_PROMPTS if k == kind])
+                                              for kind in ("code", "text")}
     log(f"held-out loss (nats/byte): target {record['target']['held_out_loss_shipped']}, draft {record['draft']['held_out_loss_shipped']}; "
         f"distinct 4-gram share of greedy text: target {record['target']['greedy']['distinct_4gram_share']}, "
         f"draft {record['draft']['greedy']['distinct_4gram_share']}")
-    (out / "training.json").write_text(json.dumps(record, indent=2))
+    (Path(out) / "training.json").write_text(json.dumps(record, indent=2))
     return record
 
 
@@ -208,3 +297,11 @@ def load_models(folder: str | Path | None = None) -> tuple[Any, Any]:
     target = GPT2LMHeadModel.from_pretrained(folder / "target").float().eval()
     draft = GPT2LMHeadModel.from_pretrained(folder / "draft").float().eval()
     return target, draft
+
+
+def load_tokenizer(folder: str | Path | None = None) -> Any:
+    """The demo models' tokenizer from ``folder`` (default: the shipped models), read from its files, offline."""
+    from transformers import PreTrainedTokenizerFast
+
+    folder = Path(folder) if folder is not None else SHIPPED_DIR
+    return PreTrainedTokenizerFast.from_pretrained(folder / "target", local_files_only=True)
