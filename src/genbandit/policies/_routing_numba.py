@@ -9,6 +9,7 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`scores`: each model's noise variance, intercept and posterior at the prompt from those terms;
 - :func:`posterior_terms`: the two above in one call (what a new context needs), and whether a model is untried;
 - :func:`beta_laws`: the Beta laws of the context-free Thompson draw;
+- :func:`recurring`: a recurring prompt's own outcomes folded into one run's posterior (a normal-normal update);
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
   :func:`information_directed`, the law of information-directed sampling at a prompt;
@@ -257,18 +258,18 @@ def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law): 
 
 
 @njit(cache=True, nogil=True)
-def override(mean, var, value, spread, noise, draw, uniform, leader_z, z, tiny, out):  # pragma: no cover - compiled
-    """Into ``out`` ``(R,)``: the model each row plays given its context-free draws ``draw`` ``(R, G)``, whose largest (the first
-    of equal ones, as ``argmax``) is the base choice (see :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from
-    :func:`_given_base`'s law by inversion with ``uniform``: the first model whose cumulative probability exceeds it (the last
-    one with mass if none), so the information-directed law plays ``a`` when ``uniform < q``, else ``b``.
+def override(mean, var, value, spread, noise, draws, leader_z, z, tiny, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(R,)``: the model each row plays given its context-free draws ``draws[r G:(r + 1) G]``, whose largest (the
+    first of equal ones, as ``argmax``) is the base choice (see :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from
+    :func:`_given_base`'s law by inversion with the uniform ``draws[R G + r]``: the first model whose cumulative probability exceeds
+    it (the last one with mass if none), so the information-directed law plays ``a`` when the uniform is below ``q``, else ``b``.
     """
     R, G = mean.shape
     law = np.empty(G)
     for r in range(R):
         base = 0
         for g in range(1, G):
-            if draw[r, g] > draw[r, base]:
+            if draws[r * G + g] > draws[r * G + base]:
                 base = g
         _given_base(mean, var, value, spread, noise, r, base, leader_z, z, tiny, law)
         total = 0.0
@@ -276,8 +277,28 @@ def override(mean, var, value, spread, noise, draw, uniform, leader_z, z, tiny, 
             if law[g] > 0.0:
                 out[r] = g
                 total += law[g]
-                if uniform[r] < total:
+                if draws[R * G + r] < total:
                     break
+
+
+@njit(cache=True, nogil=True)
+def recurring(mean, var, noise, cell, within, tiny):  # pragma: no cover - compiled
+    """In place, one run's ``mean`` and ``var`` ``(G,)`` updated by a recurring prompt's own outcomes (a normal-normal update).
+
+    ``cell`` ``(G, >= 2)``: each model's count ``k_g`` and sum of outcomes at this prompt; ``within``: the pooled within-prompt
+    sum of squares and its degrees of freedom. The within-prompt variance ``s2_w = max((max_g noise_g + ss) / (1 + dof), tiny)``
+    and the prompt's prior variance ``var_g + max(noise_g - s2_w, 0)`` (floored at ``tiny``) give the precision
+    ``1 / prior + k_g / s2_w``, the mean ``(mean_g / prior + sum_g / s2_w) / precision`` and the variance ``1 / precision``.
+    """
+    pooled = noise[0]
+    for g in range(1, noise.shape[0]):
+        pooled = max(pooled, noise[g])
+    s2w = max((pooled + within[0]) / (1.0 + within[1]), tiny)
+    for g in range(mean.shape[0]):
+        prior = max(var[g] + max(noise[g] - s2w, 0.0), tiny)
+        precision = 1.0 / prior + cell[g, 0] / s2w
+        mean[g] = (mean[g] / prior + cell[g, 1] / s2w) / precision
+        var[g] = 1.0 / precision
 
 
 @njit(cache=True, nogil=True)
