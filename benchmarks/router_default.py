@@ -14,7 +14,8 @@ Side by side in one process, the same prompts in the same random orders for ever
   pure-noise context), router-default against Thompson sampling over the models, at several horizons;
 - ``setup4``: the synthetic Setup 4 streams, router-default against RFF-UCB;
 - ``speed``: select + update per decision on the same vectors (3 models, 384-d, 200 random
-  features), against ParetoBandit's route + feedback.
+  features), against ParetoBandit's route + feedback, over ``--repeats`` repeats;
+- ``floor`` (not in the default list): the default's compiled kernels, Beta draws, prompt key and evidence refit, each timed alone.
 
 Run by hand (not in CI), BLAS on one thread:
 
@@ -227,7 +228,8 @@ def _sources() -> list[str]:
     return load_paretobandit()[4]
 
 
-def speed(X, R, C, models, n=2000):
+def speed(X, R, C, models, n=2000, repeats=5):
+    """Microseconds per decision (select + update) of each router, side by side: ``repeats`` times, fresh routers each time."""
     G, d = R.shape[1], X.shape[1]
     makers = {
         "ParetoBandit route + feedback (384-d)": lambda: pareto(d, models, "raw"),
@@ -235,35 +237,97 @@ def speed(X, R, C, models, n=2000):
         "RFF-UCB (200 features, cos-phase)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=5.0, feature_map="cos-phase", seed=0),
         "router-default (EvidenceThompson, 200 features)": lambda: EvidenceThompson(n_arms=G, n_features=d, seed=0),
     }
-    policies = {name: make() for name, make in makers.items()}
-    got = dict.fromkeys(policies, 0.0)
-    cpu = dict.fromkeys(policies, 0.0)
+    wall, cpu, loads = np.zeros((repeats, len(makers))), np.zeros((repeats, len(makers))), [os.getloadavg()[0]]
     warm_up = np.random.default_rng(1).permutation(len(X))[:500]
-    for policy in policies.values():  # untimed: every router starts timing with 500 decisions learned
-        policy.reset(1)
-        play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
     order = np.random.default_rng(0).permutation(len(X))[:n]
-    for k, block in enumerate(np.array_split(order, 20)):  # interleaved blocks: every router sees the same machine load
-        env = ArrayReplay(X[block], R[block], C[block])
-        for name, policy in policies.items():
-            start = time.process_time()
-            got[name] += play(policy, env, 1, seed=k, reset_policy=False, time_policy=True)["us_per_decision"] * len(block) / n
-            cpu[name] += 1e6 * (time.process_time() - start) / n
-    base = got["ParetoBandit route + feedback (384-d)"]
+    for rep in range(repeats):
+        policies = [make() for make in makers.values()]
+        for policy in policies:  # untimed: every router starts timing with 500 decisions learned
+            policy.reset(1)
+            play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
+        for k, block in enumerate(np.array_split(order, 20)):  # interleaved blocks: every router sees the same machine load
+            env = ArrayReplay(X[block], R[block], C[block])
+            for j, policy in enumerate(policies):
+                start = time.process_time()
+                wall[rep, j] += play(policy, env, 1, seed=k, reset_policy=False, time_policy=True)["us_per_decision"] * len(block) / n
+                cpu[rep, j] += 1e6 * (time.process_time() - start) / n
+        loads.append(os.getloadavg()[0])
+        print(f"speed repeat {rep + 1}: " + ", ".join(f"{w:.0f}" for w in wall[rep]), file=sys.stderr, flush=True)
+    ratio = wall[:, :1] / wall  # ParetoBandit over each router, within one repeat
     out = ["## Speed: select + update per decision (3 models, 384-d embeddings), one process, one BLAS thread", "",
-           f"1-minute load average {os.getloadavg()[0]:.2f} at the end ({time.strftime('%H:%M')}); {n} timed decisions each "
-           "(wall time inside select and update, through the engine's policy timing), after 500 untimed ones, in 20 interleaved blocks. "
-           "CPU time counts only the time this process ran (the engine's and the table's own work included), so it is less inflated "
-           "than the wall time on a loaded machine.", "",
-           "| router | us per decision | ParetoBandit / this | CPU us per decision |", "|---|---|---|---|"]
-    out += [f"| {name} | {us:.0f} | {base / us:.2f}x | {cpu[name]:.0f} |" for name, us in got.items()]
+           f"{repeats} repeats, each with fresh routers: 500 untimed decisions, then {n} timed ones (wall time inside select and update, "
+           "through the engine's policy timing) in 20 interleaved blocks, so every router sees the same load; a repeat's number is its "
+           "mean per decision, the evidence refits included. Minimum and median over the repeats; the ratio is ParetoBandit's time over "
+           "the router's within each repeat. CPU time counts everything this process ran in the blocks (the engine's and the table's "
+           f"work included). 1-minute load average {min(loads):.2f} to {max(loads):.2f} ({time.strftime('%H:%M')} at the end).", "",
+           "| router | us per decision, min | median | ParetoBandit / this, median | CPU us per decision, median |", "|---|---|---|---|---|"]
+    out += [f"| {name} | {wall[:, j].min():.0f} | {np.median(wall[:, j]):.0f} | {np.median(ratio[:, j]):.2f}x | {np.median(cpu[:, j]):.0f} |"
+            for j, name in enumerate(makers)]
     return out + [""]
+
+
+def floor(X, R, C, models, _orders, n=2000):
+    """The default's work that no restructuring of the calls removes, each piece timed alone on the state after 500 decisions
+    (minimum and median over ``n`` prompts): its two compiled kernels, the Beta draws, the prompt key and the evidence refit."""
+    from genbandit.policies import routing
+
+    G, d = R.shape[1], X.shape[1]
+    policy = EvidenceThompson(n_arms=G, n_features=d, seed=0)
+    policy.reset(1)
+    warm_up = np.random.default_rng(1).permutation(len(X))[:500]
+    play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
+    kernels, rows = routing._kernels(), np.random.default_rng(0).permutation(len(X))[:n]
+    zh, out, untried = np.empty((2, 1, G, policy.n_components)), np.empty((5, 1, G)), np.empty((1, G), dtype=bool)
+    state = [policy._freq, policy._phase, np.sqrt(2.0 / policy.n_components), policy._bandwidth, policy._phibar, policy._Cinv, policy._theta,
+             policy._n, policy._ybar, policy._syy, policy._s2, policy._gamma, policy._ymin, policy._ymax, routing._PRIOR_DOF, routing._TINY]
+    copy = [a.copy() if isinstance(a, np.ndarray) else a for a in (policy._n, policy._ybar, policy._syy, policy._ymin, policy._ymax, policy._Cinv,
+                                                                    policy._theta, policy._cxy, policy._phibar, policy._bandwidth)]
+    rng, arm, due = np.random.default_rng(0), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool)
+    never = np.full_like(policy._next_fit, np.iinfo(np.int64).max)
+
+    def timed(step):
+        t = np.empty(n)
+        for k, i in enumerate(rows):
+            tic = time.perf_counter()
+            step(i)
+            t[k] = time.perf_counter() - tic
+        return 1e6 * t
+
+    parts = {
+        "features, (C_g + lambda_g I)^-1 z and the scores (posterior_terms)": timed(lambda i: kernels.posterior_terms(X[i][None], *state, zh, out, untried)),
+        "moments and Sherman-Morrison on the played model (learn, on a copy)": timed(
+            lambda i: kernels.learn(*copy, arm, R[i, :1], zh, never, due)),
+        "three Beta draws (rng.beta)": timed(lambda i: [rng.beta(2.0, 3.0) for _ in range(G)]),
+        "the recurring-prompt key (BLAKE2 of the embedding)": timed(lambda i: routing._key(X[i])),
+    }
+    t, most = np.empty(5), int(policy._n[0].argmax())
+    for k in range(5):
+        tic = time.perf_counter()
+        policy._refit(0, most)
+        t[k] = time.perf_counter() - tic
+    out_rows = ["## Where the default's time goes: each piece alone, after 500 decisions", "",
+                f"{n} prompts; the compiled kernels on the policy's own arrays, BLAS on one thread; 1-minute load average "
+                f"{os.getloadavg()[0]:.2f} ({time.strftime('%H:%M')}).", "",
+                "| piece | us, min | us, median |", "|---|---|---|"]
+    out_rows += [f"| {name} | {v.min():.1f} | {np.median(v):.1f} |" for name, v in parts.items()]
+    refits = []  # how many the speed section's timed decisions make: replayed on a router in the state it starts them in
+    fresh = EvidenceThompson(n_arms=G, n_features=d, seed=0)
+    fresh.reset(1)
+    play(fresh, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
+    refit_one = fresh._refit
+    fresh._refit = lambda r, g, C=None: (refits.append(g), refit_one(r, g, C))[1]
+    play(fresh, ArrayReplay(X[rows], R[rows], C[rows]), 1, seed=0, reset_policy=False)
+    out_rows += [f"| one evidence refit (eigendecomposition of the {policy.n_components} x {policy.n_components} inverse and its rebuild, when "
+                 f"a model's count doubles; median of 5; {len(refits)} in the {n} decisions after the first 500) | {1e6 * t.min():.0f} | "
+                 f"{1e6 * np.median(t):.0f} |", ""]
+    return out_rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--orders", type=int, default=3)
     ap.add_argument("--sections", default="quality,budget,warm,streams,setup4,speed")
+    ap.add_argument("--repeats", type=int, default=5, help="repeats of the speed section")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     X, R, C, models = stream(ParetoBanditReplay())
@@ -277,10 +341,10 @@ def main(argv=None) -> int:
         f"Best single model: {models[best]}, {R[:, best].mean():.4f}.",
         "",
     ]
-    sections = {"quality": quality, "budget": budgets, "warm": warm, "streams": streams}
+    sections = {"quality": quality, "budget": budgets, "warm": warm, "streams": streams, "floor": floor}
     for name in args.sections.split(","):
         if name in ("speed", "setup4"):
-            out += speed(X, R, C, models) if name == "speed" else setup4()
+            out += speed(X, R, C, models, repeats=args.repeats) if name == "speed" else setup4()
         else:
             out += sections[name](X, R, C, models, args.orders)
         print("\n".join(out), file=sys.stderr, flush=True)
