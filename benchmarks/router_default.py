@@ -228,8 +228,31 @@ def _sources() -> list[str]:
     return load_paretobandit()[4]
 
 
+class _CpuTimed:
+    """A router whose ``select`` and ``update`` also book this thread's CPU time per decision: what the machine's other work
+    inflates far less than the wall time (it still shares the caches)."""
+
+    def __init__(self, policy):
+        self.policy, self.cpu, self._spent = policy, [], 0
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+    def _select(self, contexts):
+        tic = time.thread_time_ns()
+        actions = self.policy._select(contexts)
+        self._spent = time.thread_time_ns() - tic
+        return actions
+
+    def _learn(self, actions, feedback, contexts):
+        tic = time.thread_time_ns()
+        self.policy._learn(actions, feedback, contexts)
+        self.cpu.append(self._spent + time.thread_time_ns() - tic)
+
+
 def speed(X, R, C, models, n=2000, repeats=5):
-    """Microseconds per decision (select + update) of each router, side by side: ``repeats`` times, fresh routers each time."""
+    """Microseconds per decision (select + update) of each router, side by side: ``repeats`` times, fresh routers each time, on
+    distinct prompts (one random order of the stream) and on recurring ones (300 prompts drawn again and again)."""
     G, d = R.shape[1], X.shape[1]
     makers = {
         "ParetoBandit route + feedback (384-d)": lambda: pareto(d, models, "raw"),
@@ -237,33 +260,39 @@ def speed(X, R, C, models, n=2000, repeats=5):
         "RFF-UCB (200 features, cos-phase)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=5.0, feature_map="cos-phase", seed=0),
         "router-default (EvidenceThompson, 200 features)": lambda: EvidenceThompson(n_arms=G, n_features=d, seed=0),
     }
-    wall, cpu, loads = np.zeros((repeats, len(makers))), np.zeros((repeats, len(makers))), [os.getloadavg()[0]]
-    warm_up = np.random.default_rng(1).permutation(len(X))[:500]
-    order = np.random.default_rng(0).permutation(len(X))[:n]
-    for rep in range(repeats):
-        policies = [make() for make in makers.values()]
-        for policy in policies:  # untimed: every router starts timing with 500 decisions learned
-            policy.reset(1)
-            play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
-        for k, block in enumerate(np.array_split(order, 20)):  # interleaved blocks: every router sees the same machine load
-            env = ArrayReplay(X[block], R[block], C[block])
-            for j, policy in enumerate(policies):
-                start = time.process_time()
-                wall[rep, j] += play(policy, env, 1, seed=k, reset_policy=False, time_policy=True)["us_per_decision"] * len(block) / n
-                cpu[rep, j] += 1e6 * (time.process_time() - start) / n
-        loads.append(os.getloadavg()[0])
-        print(f"speed repeat {rep + 1}: " + ", ".join(f"{w:.0f}" for w in wall[rep]), file=sys.stderr, flush=True)
-    ratio = wall[:, :1] / wall  # ParetoBandit over each router, within one repeat
+    rng = np.random.default_rng(12345)
+    streams = {"distinct": np.random.default_rng(0).permutation(len(X))[: 500 + n],
+               "recurring": rng.choice(rng.choice(len(X), 300, replace=False), 500 + n)}
     out = ["## Speed: select + update per decision (3 models, 384-d embeddings), one process, one BLAS thread", "",
-           f"{repeats} repeats, each with fresh routers: 500 untimed decisions, then {n} timed ones (wall time inside select and update, "
-           "through the engine's policy timing) in 20 interleaved blocks, so every router sees the same load; a repeat's number is its "
-           "mean per decision, the evidence refits included. Minimum and median over the repeats; the ratio is ParetoBandit's time over "
-           "the router's within each repeat. CPU time counts everything this process ran in the blocks (the engine's and the table's "
-           f"work included). 1-minute load average {min(loads):.2f} to {max(loads):.2f} ({time.strftime('%H:%M')} at the end).", "",
-           "| router | us per decision, min | median | ParetoBandit / this, median | CPU us per decision, median |", "|---|---|---|---|---|"]
-    out += [f"| {name} | {wall[:, j].min():.0f} | {np.median(wall[:, j]):.0f} | {np.median(ratio[:, j]):.2f}x | {np.median(cpu[:, j]):.0f} |"
-            for j, name in enumerate(makers)]
-    return out + [""]
+           f"{repeats} repeats, each with fresh routers: 500 untimed decisions, then {n} timed ones in 20 interleaved blocks, so every "
+           "router sees the same load; prompts distinct (a random order of the stream) or recurring (300 of them drawn again and again). "
+           "Wall: the engine's policy timing (wall time inside select and update), a repeat's mean per decision, the evidence refits "
+           "included; minimum and median over the repeats, and ParetoBandit's time over the router's within each repeat. CPU: this "
+           "thread's CPU time inside select and update, a repeat's mean per decision and its median decision, median over the repeats.", "",
+           "| prompts | router | wall us, min | wall us, median | ParetoBandit / this | CPU us, mean | CPU us, median decision |",
+           "|---|---|---|---|---|---|---|"]
+    loads = [os.getloadavg()[0]]
+    for label, rows in streams.items():
+        wall, cpu_mean, cpu_median = (np.zeros((repeats, len(makers))) for _ in range(3))
+        warm_up, timed = rows[:500], rows[500:]
+        for rep in range(repeats):
+            policies = [make() for make in makers.values()]
+            for policy in policies:  # untimed: every router starts timing with 500 decisions learned
+                policy.reset(1)
+                play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
+            policies = [_CpuTimed(policy) for policy in policies]
+            for k, block in enumerate(np.array_split(timed, 20)):  # interleaved blocks: every router sees the same machine load
+                env = ArrayReplay(X[block], R[block], C[block])
+                for j, policy in enumerate(policies):
+                    wall[rep, j] += play(policy, env, 1, seed=k, reset_policy=False, time_policy=True)["us_per_decision"] * len(block) / n
+            cpu_mean[rep] = [1e-3 * np.mean(policy.cpu) for policy in policies]
+            cpu_median[rep] = [1e-3 * np.median(policy.cpu) for policy in policies]
+            loads.append(os.getloadavg()[0])
+            print(f"speed {label} repeat {rep + 1}: " + ", ".join(f"{w:.0f}" for w in wall[rep]), file=sys.stderr, flush=True)
+        ratio = wall[:, :1] / wall  # ParetoBandit over each router, within one repeat
+        out += [f"| {label} | {name} | {wall[:, j].min():.0f} | {np.median(wall[:, j]):.0f} | {np.median(ratio[:, j]):.2f}x | "
+                f"{np.median(cpu_mean[:, j]):.0f} | {np.median(cpu_median[:, j]):.0f} |" for j, name in enumerate(makers)]
+    return out + ["", f"1-minute load average {min(loads):.2f} to {max(loads):.2f} ({time.strftime('%H:%M')} at the end).", ""]
 
 
 def floor(X, R, C, models, _orders, n=2000):
