@@ -10,6 +10,7 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`posterior_terms`: the two above in one call (what a new context needs), and whether a model is untried;
 - :func:`beta_laws`: the Beta laws of the context-free Thompson draw;
 - :func:`recurring`: a recurring prompt's own outcomes folded into one run's posterior (a normal-normal update);
+- :func:`priced` and :func:`pace`: the budget pacer's price applied to the scores, and its step after a round;
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
   :func:`information_directed`, the law of information-directed sampling at a prompt;
@@ -279,6 +280,32 @@ def override(mean, var, value, spread, noise, draws, leader_z, z, tiny, out):  #
                 total += law[g]
                 if draws[R * G + r] < total:
                     break
+
+
+@njit(cache=True, nogil=True)
+def priced(mean, value, cost_sum, cost_n, price, budget, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(2, R, G)``: ``mean`` and ``value`` minus each model's running mean cost (0 before its first) times the
+    run's ``price`` per ``budget``-sized cost."""
+    R, G = mean.shape
+    for r in range(R):
+        per = price[r] / budget
+        for g in range(G):
+            cost = (cost_sum[r, g] / max(cost_n[r, g], 1) if cost_n[r, g] > 0 else 0.0) * per
+            out[0, r, g] = mean[r, g] - cost
+            out[1, r, g] = value[r, g] - cost
+
+
+@njit(cache=True, nogil=True)
+def pace(actions, cost, budget, rate, span, cost_sum, cost_n, spent, paid, log_price):  # pragma: no cover - compiled
+    """One round of the budget pacer, in place: each run's played model's cost sum and count, the run's spend and paid
+    rounds, and its log price ``u <- clip(u + rate (cost / budget - 1), -span, span)``."""
+    for r in range(actions.shape[0]):
+        a = actions[r]
+        cost_sum[r, a] += cost[r]
+        cost_n[r, a] += 1
+        spent[r] += cost[r]
+        paid[r] += 1
+        log_price[r] = min(max(log_price[r] + rate * (cost[r] / budget - 1.0), -span), span)
 
 
 @njit(cache=True, nogil=True)

@@ -366,9 +366,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     def _score(self, cached: tuple) -> tuple[np.ndarray, ...]:
         mean, var, value, spread, s2 = self._posterior(cached)
         if self.budget is not None:
-            tried = self._cost_n > 0
-            cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (self.price[:, None] / self.budget)
-            mean, value = mean - cost, value - cost
+            priced = np.empty((2, *mean.shape))
+            _kernels().priced(mean, value, self._cost_sum, self._cost_n, self.price, self.budget, priced)
+            mean, value = priced
         return mean, var, value, spread, s2, cached[2], cached[3]
 
     def _leader_z(self) -> float:
@@ -582,12 +582,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
 
     # ------------------------------------------------------------------ budget
     def _pace(self, actions: np.ndarray, cost: np.ndarray) -> None:
-        rows = np.arange(actions.shape[0])
-        self._cost_sum[rows, actions] += cost
-        self._cost_n[rows, actions] += 1
-        self._spent += cost
-        self._paid += 1
-        self._log_price = np.clip(self._log_price + self.pacer_rate * (cost / self.budget - 1.0), -_PRICE_SPAN, _PRICE_SPAN)
+        _kernels().pace(actions, cost, self.budget, self.pacer_rate, _PRICE_SPAN, self._cost_sum, self._cost_n, self._spent, self._paid,
+                        self._log_price)
 
     @property
     def price(self) -> np.ndarray:
