@@ -259,6 +259,8 @@ def speed(X, R, C, models, n=2000, repeats=5):
         "RFF-UCB (200 frequencies, cos-sin: 400 features)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=0),
         "RFF-UCB (200 features, cos-phase)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=5.0, feature_map="cos-phase", seed=0),
         "router-default (EvidenceThompson, 200 features)": lambda: EvidenceThompson(n_arms=G, n_features=d, seed=0),
+        "router-default with a budget (half-way between the cheapest and the dearest model's mean cost)": lambda: EvidenceThompson(
+            n_arms=G, n_features=d, budget=float(C.mean(0).min() + 0.5 * np.ptp(C.mean(0))), seed=0),
     }
     rng = np.random.default_rng(12345)
     streams = {"distinct": np.random.default_rng(0).permutation(len(X))[: 500 + n],
@@ -277,13 +279,14 @@ def speed(X, R, C, models, n=2000, repeats=5):
         warm_up, timed = rows[:500], rows[500:]
         for rep in range(repeats):
             policies = [make() for make in makers.values()]
-            for policy in policies:  # untimed: every router starts timing with 500 decisions learned
+            for policy in policies:  # untimed: every router starts timing with 500 decisions learned (a budget learns the costs too)
                 policy.reset(1)
-                play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
+                reveal = getattr(policy, "budget", None) is not None
+                play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up], reveal_cost=reveal), 1, seed=1, reset_policy=False)
             policies = [_CpuTimed(policy) for policy in policies]
             for k, block in enumerate(np.array_split(timed, 20)):  # interleaved blocks: every router sees the same machine load
-                env = ArrayReplay(X[block], R[block], C[block])
                 for j, policy in enumerate(policies):
+                    env = ArrayReplay(X[block], R[block], C[block], reveal_cost=getattr(policy, "budget", None) is not None)
                     wall[rep, j] += play(policy, env, 1, seed=k, reset_policy=False, time_policy=True)["us_per_decision"] * len(block) / n
             cpu_mean[rep] = [1e-3 * np.mean(policy.cpu) for policy in policies]
             cpu_median[rep] = [1e-3 * np.median(policy.cpu) for policy in policies]
