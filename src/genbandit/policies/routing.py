@@ -391,8 +391,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         return out
 
     def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, rng: np.random.Generator, uniforms: int) -> np.ndarray:
-        """The draws of Thompson sampling over the models, ``(n_runs, n_arms)``, from Beta laws moment-matched to each mean's posterior
-        on the observed reward range, then ``uniforms`` uniform draws, in one flat array.
+        """The draws of Thompson sampling over the models from Beta laws moment-matched to each mean's posterior on the observed
+        reward range, run by run (``n_runs * n_arms``), then ``uniforms`` uniform draws, in one flat array.
 
         On the range ``[lo, hi]`` of the rewards seen, a model's mean ``m`` and variance ``v`` are those
         of ``Beta(a, b)`` with ``a + b = m (1 - m) / v - 1``; its skewed tail keeps a model whose first
