@@ -14,7 +14,8 @@ Side by side in one process, the same prompts in the same random orders for ever
   pure-noise context), router-default against Thompson sampling over the models, at several horizons;
 - ``setup4``: the synthetic Setup 4 streams, router-default against RFF-UCB;
 - ``speed``: select + update per decision on the same vectors (3 models, 384-d, 200 random
-  features), against ParetoBandit's route + feedback.
+  features), against ParetoBandit's route + feedback, over ``--repeats`` repeats;
+- ``floor`` (not in the default list): the default's compiled kernels, Beta draws, prompt key and evidence refit, each timed alone.
 
 Run by hand (not in CI), BLAS on one thread:
 
@@ -227,43 +228,138 @@ def _sources() -> list[str]:
     return load_paretobandit()[4]
 
 
-def speed(X, R, C, models, n=2000):
+class _CpuTimed:
+    """A router whose ``select`` and ``update`` also book this thread's CPU time per decision: what the machine's other work
+    inflates far less than the wall time (it still shares the caches)."""
+
+    def __init__(self, policy):
+        self.policy, self.cpu, self._spent = policy, [], 0
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+    def _select(self, contexts):
+        tic = time.thread_time_ns()
+        actions = self.policy._select(contexts)
+        self._spent = time.thread_time_ns() - tic
+        return actions
+
+    def _learn(self, actions, feedback, contexts):
+        tic = time.thread_time_ns()
+        self.policy._learn(actions, feedback, contexts)
+        self.cpu.append(self._spent + time.thread_time_ns() - tic)
+
+
+def speed(X, R, C, models, n=2000, repeats=5):
+    """Microseconds per decision (select + update) of each router, side by side: ``repeats`` times, fresh routers each time, on
+    distinct prompts (one random order of the stream) and on recurring ones (300 prompts drawn again and again)."""
     G, d = R.shape[1], X.shape[1]
     makers = {
         "ParetoBandit route + feedback (384-d)": lambda: pareto(d, models, "raw"),
         "RFF-UCB (200 frequencies, cos-sin: 400 features)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=0),
         "RFF-UCB (200 features, cos-phase)": lambda: RFFUCB(n_arms=G, n_features=d, sigma=5.0, feature_map="cos-phase", seed=0),
         "router-default (EvidenceThompson, 200 features)": lambda: EvidenceThompson(n_arms=G, n_features=d, seed=0),
+        "router-default with a budget (half-way between the cheapest and the dearest model's mean cost)": lambda: EvidenceThompson(
+            n_arms=G, n_features=d, budget=float(C.mean(0).min() + 0.5 * np.ptp(C.mean(0))), seed=0),
     }
-    policies = {name: make() for name, make in makers.items()}
-    got = dict.fromkeys(policies, 0.0)
-    cpu = dict.fromkeys(policies, 0.0)
-    warm_up = np.random.default_rng(1).permutation(len(X))[:500]
-    for policy in policies.values():  # untimed: every router starts timing with 500 decisions learned
-        policy.reset(1)
-        play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
-    order = np.random.default_rng(0).permutation(len(X))[:n]
-    for k, block in enumerate(np.array_split(order, 20)):  # interleaved blocks: every router sees the same machine load
-        env = ArrayReplay(X[block], R[block], C[block])
-        for name, policy in policies.items():
-            start = time.process_time()
-            got[name] += play(policy, env, 1, seed=k, reset_policy=False, time_policy=True)["us_per_decision"] * len(block) / n
-            cpu[name] += 1e6 * (time.process_time() - start) / n
-    base = got["ParetoBandit route + feedback (384-d)"]
+    rng = np.random.default_rng(12345)
+    streams = {"distinct": np.random.default_rng(0).permutation(len(X))[: 500 + n],
+               "recurring": rng.choice(rng.choice(len(X), 300, replace=False), 500 + n)}
     out = ["## Speed: select + update per decision (3 models, 384-d embeddings), one process, one BLAS thread", "",
-           f"1-minute load average {os.getloadavg()[0]:.2f} at the end ({time.strftime('%H:%M')}); {n} timed decisions each "
-           "(wall time inside select and update, through the engine's policy timing), after 500 untimed ones, in 20 interleaved blocks. "
-           "CPU time counts only the time this process ran (the engine's and the table's own work included), so it is less inflated "
-           "than the wall time on a loaded machine.", "",
-           "| router | us per decision | ParetoBandit / this | CPU us per decision |", "|---|---|---|---|"]
-    out += [f"| {name} | {us:.0f} | {base / us:.2f}x | {cpu[name]:.0f} |" for name, us in got.items()]
-    return out + [""]
+           f"{repeats} repeats, each with fresh routers: 500 untimed decisions, then {n} timed ones in 20 interleaved blocks, so every "
+           "router sees the same load; prompts distinct (a random order of the stream) or recurring (300 of them drawn again and again). "
+           "Wall: the engine's policy timing (wall time inside select and update), a repeat's mean per decision, the evidence refits "
+           "included; minimum and median over the repeats, and ParetoBandit's time over the router's within each repeat. CPU: this "
+           "thread's CPU time inside select and update, a repeat's mean per decision and its median decision, median over the repeats.", "",
+           "| prompts | router | wall us, min | wall us, median | ParetoBandit / this | CPU us, mean | CPU us, median decision |",
+           "|---|---|---|---|---|---|---|"]
+    loads = [os.getloadavg()[0]]
+    for label, rows in streams.items():
+        wall, cpu_mean, cpu_median = (np.zeros((repeats, len(makers))) for _ in range(3))
+        warm_up, timed = rows[:500], rows[500:]
+        for rep in range(repeats):
+            policies = [make() for make in makers.values()]
+            for policy in policies:  # untimed: every router starts timing with 500 decisions learned (a budget learns the costs too)
+                policy.reset(1)
+                reveal = getattr(policy, "budget", None) is not None
+                play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up], reveal_cost=reveal), 1, seed=1, reset_policy=False)
+            policies = [_CpuTimed(policy) for policy in policies]
+            for k, block in enumerate(np.array_split(timed, 20)):  # interleaved blocks: every router sees the same machine load
+                for j, policy in enumerate(policies):
+                    env = ArrayReplay(X[block], R[block], C[block], reveal_cost=getattr(policy, "budget", None) is not None)
+                    wall[rep, j] += play(policy, env, 1, seed=k, reset_policy=False, time_policy=True)["us_per_decision"] * len(block) / n
+            cpu_mean[rep] = [1e-3 * np.mean(policy.cpu) for policy in policies]
+            cpu_median[rep] = [1e-3 * np.median(policy.cpu) for policy in policies]
+            loads.append(os.getloadavg()[0])
+            print(f"speed {label} repeat {rep + 1}: " + ", ".join(f"{w:.0f}" for w in wall[rep]), file=sys.stderr, flush=True)
+        ratio = wall[:, :1] / wall  # ParetoBandit over each router, within one repeat
+        out += [f"| {label} | {name} | {wall[:, j].min():.0f} | {np.median(wall[:, j]):.0f} | {np.median(ratio[:, j]):.2f}x | "
+                f"{np.median(cpu_mean[:, j]):.0f} | {np.median(cpu_median[:, j]):.0f} |" for j, name in enumerate(makers)]
+    return out + ["", f"1-minute load average {min(loads):.2f} to {max(loads):.2f} ({time.strftime('%H:%M')} at the end).", ""]
+
+
+def floor(X, R, C, models, _orders, n=2000):
+    """The default's work that no restructuring of the calls removes, each piece timed alone on the state after 500 decisions
+    (minimum and median over ``n`` prompts): its two compiled kernels, the Beta draws, the prompt key and the evidence refit."""
+    from genbandit.policies import routing
+
+    G, d = R.shape[1], X.shape[1]
+    policy = EvidenceThompson(n_arms=G, n_features=d, seed=0)
+    policy.reset(1)
+    warm_up = np.random.default_rng(1).permutation(len(X))[:500]
+    play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
+    kernels, rows = routing._kernels(), np.random.default_rng(0).permutation(len(X))[:n]
+    zh, out, untried = np.empty((2, 1, G, policy.n_components)), np.empty((5, 1, G)), np.empty((1, G), dtype=bool)
+    state = [policy._freq, policy._phase, np.sqrt(2.0 / policy.n_components), policy._bandwidth, policy._phibar, policy._Cinv, policy._theta,
+             policy._n, policy._ybar, policy._syy, policy._s2, policy._gamma, policy._ymin, policy._ymax, routing._PRIOR_DOF, routing._TINY]
+    copy = [a.copy() if isinstance(a, np.ndarray) else a for a in (policy._n, policy._ybar, policy._syy, policy._ymin, policy._ymax, policy._Cinv,
+                                                                    policy._theta, policy._cxy, policy._phibar, policy._bandwidth)]
+    rng, arm, due = np.random.default_rng(0), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool)
+    never = np.full_like(policy._next_fit, np.iinfo(np.int64).max)
+
+    def timed(step):
+        t = np.empty(n)
+        for k, i in enumerate(rows):
+            tic = time.perf_counter()
+            step(i)
+            t[k] = time.perf_counter() - tic
+        return 1e6 * t
+
+    parts = {
+        "features, (C_g + lambda_g I)^-1 z and the scores (posterior_terms)": timed(lambda i: kernels.posterior_terms(X[i][None], *state, zh, out, untried)),
+        "moments and Sherman-Morrison on the played model (learn, on a copy)": timed(
+            lambda i: kernels.learn(*copy, arm, R[i, :1], zh, never, due)),
+        "three Beta draws (rng.beta)": timed(lambda i: [rng.beta(2.0, 3.0) for _ in range(G)]),
+        "the recurring-prompt key (BLAKE2 of the embedding)": timed(lambda i: routing._key(X[i])),
+    }
+    t, most = np.empty(5), int(policy._n[0].argmax())
+    for k in range(5):
+        tic = time.perf_counter()
+        policy._refit(0, most)
+        t[k] = time.perf_counter() - tic
+    out_rows = ["## Where the default's time goes: each piece alone, after 500 decisions", "",
+                f"{n} prompts; the compiled kernels on the policy's own arrays, BLAS on one thread; 1-minute load average "
+                f"{os.getloadavg()[0]:.2f} ({time.strftime('%H:%M')}).", "",
+                "| piece | us, min | us, median |", "|---|---|---|"]
+    out_rows += [f"| {name} | {v.min():.1f} | {np.median(v):.1f} |" for name, v in parts.items()]
+    refits = []  # how many the speed section's timed decisions make: replayed on a router in the state it starts them in
+    fresh = EvidenceThompson(n_arms=G, n_features=d, seed=0)
+    fresh.reset(1)
+    play(fresh, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
+    refit_one = fresh._refit
+    fresh._refit = lambda r, g, C=None: (refits.append(g), refit_one(r, g, C))[1]
+    play(fresh, ArrayReplay(X[rows], R[rows], C[rows]), 1, seed=0, reset_policy=False)
+    out_rows += [f"| one evidence refit (eigendecomposition of the {policy.n_components} x {policy.n_components} inverse and its rebuild, when "
+                 f"a model's count doubles; median of 5; {len(refits)} in the {n} decisions after the first 500) | {1e6 * t.min():.0f} | "
+                 f"{1e6 * np.median(t):.0f} |", ""]
+    return out_rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--orders", type=int, default=3)
     ap.add_argument("--sections", default="quality,budget,warm,streams,setup4,speed")
+    ap.add_argument("--repeats", type=int, default=5, help="repeats of the speed section")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     X, R, C, models = stream(ParetoBanditReplay())
@@ -277,10 +373,10 @@ def main(argv=None) -> int:
         f"Best single model: {models[best]}, {R[:, best].mean():.4f}.",
         "",
     ]
-    sections = {"quality": quality, "budget": budgets, "warm": warm, "streams": streams}
+    sections = {"quality": quality, "budget": budgets, "warm": warm, "streams": streams, "floor": floor}
     for name in args.sections.split(","):
         if name in ("speed", "setup4"):
-            out += speed(X, R, C, models) if name == "speed" else setup4()
+            out += speed(X, R, C, models, repeats=args.repeats) if name == "speed" else setup4()
         else:
             out += sections[name](X, R, C, models, args.orders)
         print("\n".join(out), file=sys.stderr, flush=True)

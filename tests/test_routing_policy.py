@@ -452,7 +452,7 @@ def test_compiled_kernels_decide_as_their_plain_python_versions(monkeypatch):
         return picks, policy.posterior(centres[:1])
 
     compiled = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
-    names = ("prompt_terms", "scores", "posterior_terms", "learn", "beta_laws", "override", "override_laws")
+    names = ("prompt_terms", "scores", "posterior_terms", "learn", "beta_laws", "recurring", "priced", "pace", "override", "override_laws")
     plain = SimpleNamespace(**{name: getattr(_routing_numba, name).py_func for name in names})
     for name in ("prompt_terms", "scores"):  # what the plain posterior_terms calls
         monkeypatch.setattr(_routing_numba, name, getattr(plain, name))

@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["features_and_h", "rff_ucb_index", "rff_ucb_choose", "rff_ucb_update"]
+__all__ = ["features_and_h", "rff_ucb_index", "rff_ucb_choose", "rff_ucb_select", "rff_ucb_update"]
 
 # reassociation lets the dot products vectorise; no flag that assumes finite values (untried arms are +inf)
 _LINALG = {"reassoc", "contract"}
@@ -77,6 +77,13 @@ def rff_ucb_choose(f, h, b, counts, feature_sums, score_sums, center, eta, ties)
         if index[g] == top and ties[g] + 1.0 > best_tie:
             arm, best_tie = g, ties[g] + 1.0
     return arm
+
+
+@njit(cache=True)
+def rff_ucb_select(omega, phase, cos_sin, y, Ainv, b, counts, feature_sums, score_sums, center, eta, ties, f, h):  # pragma: no cover - compiled
+    """A whole ``select`` in one call: :func:`features_and_h` into ``f`` and ``h`` (kept for the ``update``), then :func:`rff_ucb_choose`."""
+    features_and_h(omega, phase, cos_sin, y, Ainv, f, h)
+    return rff_ucb_choose(f, h, b, counts, feature_sums, score_sums, center, eta, ties)
 
 
 @njit(cache=True, fastmath=_LINALG)

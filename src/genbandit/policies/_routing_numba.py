@@ -9,6 +9,8 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`scores`: each model's noise variance, intercept and posterior at the prompt from those terms;
 - :func:`posterior_terms`: the two above in one call (what a new context needs), and whether a model is untried;
 - :func:`beta_laws`: the Beta laws of the context-free Thompson draw;
+- :func:`recurring`: a recurring prompt's own outcomes folded into one run's posterior (a normal-normal update);
+- :func:`priced` and :func:`pace`: the budget pacer's price applied to the scores, and its step after a round;
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
   :func:`information_directed`, the law of information-directed sampling at a prompt;
@@ -257,18 +259,18 @@ def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law): 
 
 
 @njit(cache=True, nogil=True)
-def override(mean, var, value, spread, noise, draw, uniform, leader_z, z, tiny, out):  # pragma: no cover - compiled
-    """Into ``out`` ``(R,)``: the model each row plays given its context-free draws ``draw`` ``(R, G)``, whose largest (the first
-    of equal ones, as ``argmax``) is the base choice (see :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from
-    :func:`_given_base`'s law by inversion with ``uniform``: the first model whose cumulative probability exceeds it (the last
-    one with mass if none), so the information-directed law plays ``a`` when ``uniform < q``, else ``b``.
+def override(mean, var, value, spread, noise, draws, leader_z, z, tiny, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(R,)``: the model each row plays given its context-free draws ``draws[r G:(r + 1) G]``, whose largest (the
+    first of equal ones, as ``argmax``) is the base choice (see :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from
+    :func:`_given_base`'s law by inversion with the uniform ``draws[R G + r]``: the first model whose cumulative probability exceeds
+    it (the last one with mass if none), so the information-directed law plays ``a`` when the uniform is below ``q``, else ``b``.
     """
     R, G = mean.shape
     law = np.empty(G)
     for r in range(R):
         base = 0
         for g in range(1, G):
-            if draw[r, g] > draw[r, base]:
+            if draws[r * G + g] > draws[r * G + base]:
                 base = g
         _given_base(mean, var, value, spread, noise, r, base, leader_z, z, tiny, law)
         total = 0.0
@@ -276,8 +278,54 @@ def override(mean, var, value, spread, noise, draw, uniform, leader_z, z, tiny, 
             if law[g] > 0.0:
                 out[r] = g
                 total += law[g]
-                if uniform[r] < total:
+                if draws[R * G + r] < total:
                     break
+
+
+@njit(cache=True, nogil=True)
+def priced(mean, value, cost_sum, cost_n, price, budget, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(2, R, G)``: ``mean`` and ``value`` minus each model's running mean cost (0 before its first) times the
+    run's ``price`` per ``budget``-sized cost."""
+    R, G = mean.shape
+    for r in range(R):
+        per = price[r] / budget
+        for g in range(G):
+            cost = (cost_sum[r, g] / max(cost_n[r, g], 1) if cost_n[r, g] > 0 else 0.0) * per
+            out[0, r, g] = mean[r, g] - cost
+            out[1, r, g] = value[r, g] - cost
+
+
+@njit(cache=True, nogil=True)
+def pace(actions, cost, budget, rate, span, cost_sum, cost_n, spent, paid, log_price):  # pragma: no cover - compiled
+    """One round of the budget pacer, in place: each run's played model's cost sum and count, the run's spend and paid
+    rounds, and its log price ``u <- clip(u + rate (cost / budget - 1), -span, span)``."""
+    for r in range(actions.shape[0]):
+        a = actions[r]
+        cost_sum[r, a] += cost[r]
+        cost_n[r, a] += 1
+        spent[r] += cost[r]
+        paid[r] += 1
+        log_price[r] = min(max(log_price[r] + rate * (cost[r] / budget - 1.0), -span), span)
+
+
+@njit(cache=True, nogil=True)
+def recurring(mean, var, noise, cell, within, tiny):  # pragma: no cover - compiled
+    """In place, one run's ``mean`` and ``var`` ``(G,)`` updated by a recurring prompt's own outcomes (a normal-normal update).
+
+    ``cell`` ``(G, >= 2)``: each model's count ``k_g`` and sum of outcomes at this prompt; ``within``: the pooled within-prompt
+    sum of squares and its degrees of freedom. The within-prompt variance ``s2_w = max((max_g noise_g + ss) / (1 + dof), tiny)``
+    and the prompt's prior variance ``var_g + max(noise_g - s2_w, 0)`` (floored at ``tiny``) give the precision
+    ``1 / prior + k_g / s2_w``, the mean ``(mean_g / prior + sum_g / s2_w) / precision`` and the variance ``1 / precision``.
+    """
+    pooled = noise[0]
+    for g in range(1, noise.shape[0]):
+        pooled = max(pooled, noise[g])
+    s2w = max((pooled + within[0]) / (1.0 + within[1]), tiny)
+    for g in range(mean.shape[0]):
+        prior = max(var[g] + max(noise[g] - s2w, 0.0), tiny)
+        precision = 1.0 / prior + cell[g, 0] / s2w
+        mean[g] = (mean[g] / prior + cell[g, 1] / s2w) / precision
+        var[g] = 1.0 / precision
 
 
 @njit(cache=True, nogil=True)

@@ -30,7 +30,7 @@ import numpy as np
 from ..core.base import Policy
 from ..core.registry import ENVIRONMENTS, register_policy
 from ..core.validation import Interval, Options
-from ._kernel_numba import features_and_h, rff_ucb_choose, rff_ucb_index, rff_ucb_update
+from ._kernel_numba import features_and_h, rff_ucb_choose, rff_ucb_index, rff_ucb_select, rff_ucb_update
 from ._stats import argmax_random_ties
 from .classic import BestSingle, Greedy  # noqa: F401  (the paper's context-free baselines, importable from here too)
 
@@ -499,8 +499,12 @@ class RFFUCB(_PerDecisionCache, _RFFMixin, _ContextualPolicy):
 
     def _select(self, contexts: np.ndarray) -> np.ndarray:
         if self._compiled():
-            f, h = self._features_and_h(contexts)  # computed once per context: by probabilities() when it came first
-            return np.array([rff_ucb_choose(f[0], h[0], *self._one_run()[1:], self._eta(), self._rng.random(self.n_arms))])
+            cached = self._cache_get(contexts)  # phi and A_g^-1 phi: computed by probabilities() when it came first on this context
+            if cached is not None:
+                f, h = cached
+                return np.array([rff_ucb_choose(f[0], h[0], *self._one_run()[1:], self._eta(), self._rng.random(self.n_arms))])
+            f, h = self._cache_put(contexts, *self._one_run_buffers())  # filled by the call below, kept for the update
+            return np.array([rff_ucb_select(*self._one_run_map(), contexts[0], *self._one_run(), self._eta(), self._rng.random(self.n_arms), f[0], h[0])])
         return argmax_random_ties(self._index(contexts), self._rng)
 
     def _probabilities(self, contexts: np.ndarray) -> np.ndarray:

@@ -322,14 +322,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                 continue
             if not copied:
                 mean, var, copied = mean.copy(), var.copy(), True
-            ss, dof = self._within[r]
-            pooled = s2[r].max()
-            within = max((pooled + ss) / (1.0 + dof), _TINY)
-            k = cell[:, 0]
-            prior = np.maximum(var[r] + np.maximum(s2[r] - within, 0.0), _TINY)
-            precision = 1.0 / prior + k / within
-            mean[r] = (mean[r] / prior + cell[:, 1] / within) / precision
-            var[r] = 1.0 / precision
+            _kernels().recurring(mean[r], var[r], s2[r], cell, self._within[r], _TINY)
         return mean, var
 
     # ------------------------------------------------------------------ policy
@@ -373,9 +366,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     def _score(self, cached: tuple) -> tuple[np.ndarray, ...]:
         mean, var, value, spread, s2 = self._posterior(cached)
         if self.budget is not None:
-            tried = self._cost_n > 0
-            cost = np.where(tried, self._cost_sum / np.maximum(self._cost_n, 1), 0.0) * (self.price[:, None] / self.budget)
-            mean, value = mean - cost, value - cost
+            priced = np.empty((2, *mean.shape))
+            _kernels().priced(mean, value, self._cost_sum, self._cost_n, self.price, self.budget, priced)
+            mean, value = priced
         return mean, var, value, spread, s2, cached[2], cached[3]
 
     def _leader_z(self) -> float:
@@ -388,30 +381,30 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """The model each row plays, from its scores (see :meth:`_scores`) and draws from ``rng``."""
         if self.override_z is None:
             return _thompson(mean, var, untried, fresh, rng)
-        draw = self._context_free_draw(value, spread, rng)
         if fresh:
-            return argmax_random_ties(np.where(untried, np.inf, draw), rng)
+            return argmax_random_ties(np.where(untried, np.inf, self._context_free_draw(value, spread, rng, 0).reshape(value.shape)), rng)
         # the largest draw is the base choice; where the prompt is confidently worse than average for the base model, the
         # information-directed choice on the per-prompt posteriors (override_laws gives the law of this choice given each base)
         out = np.empty(mean.shape[0], dtype=np.int64)
-        _kernels().override(mean, var, value, spread, noise, draw, rng.random(mean.shape[0]), self._leader_z(), self.override_z, _TINY, out)
+        _kernels().override(mean, var, value, spread, noise, self._context_free_draw(value, spread, rng, mean.shape[0]), self._leader_z(),
+                            self.override_z, _TINY, out)
         return out
 
-    def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The draws of Thompson sampling over the models, ``(n_runs, n_arms)``, from Beta laws moment-matched to each mean's posterior
-        on the observed reward range.
+    def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, rng: np.random.Generator, uniforms: int) -> np.ndarray:
+        """The draws of Thompson sampling over the models from Beta laws moment-matched to each mean's posterior on the observed
+        reward range, run by run (``n_runs * n_arms``), then ``uniforms`` uniform draws, in one flat array.
 
         On the range ``[lo, hi]`` of the rewards seen, a model's mean ``m`` and variance ``v`` are those
         of ``Beta(a, b)`` with ``a + b = m (1 - m) / v - 1``; its skewed tail keeps a model whose first
         outcomes sat at one end of the range in play, where a Gaussian draw would freeze it out
         (for 0/1 rewards this is close to Beta-Bernoulli Thompson sampling, Agrawal & Goyal 2012).
         The draws are taken one by one, in the order and with the values of ``rng.beta(a, b)`` on the
-        arrays, at a fraction of its cost for a few models.
+        arrays and ``rng.random(uniforms)``, at a fraction of their cost for a few models.
         """
         ab = np.empty((2, *value.shape))
         _kernels().beta_laws(value, spread, self._ymin, self._ymax, _TINY, ab)
-        beta, (a, b) = rng.beta, ab.reshape(2, -1).tolist()
-        return np.array([beta(x, y) for x, y in zip(a, b)]).reshape(value.shape)
+        beta, uniform, (a, b) = rng.beta, rng.random, ab.reshape(2, -1).tolist()
+        return np.array([beta(x, y) for x, y in zip(a, b)] + [uniform() for _ in range(uniforms)])
 
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
         owner = type(self).__name__
@@ -581,21 +574,16 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             if len(cells) >= self.max_prompts:
                 del cells[next(iter(cells))]
             cell = cells[key] = np.zeros((self.n_arms, 3))
-        k, total = cell[a, 0], cell[a, 1]
+        k, total = cell[a, :2].tolist()
         if k > 0:
             self._within[r, 0] += k / (k + 1.0) * (y - total / k) ** 2
             self._within[r, 1] += 1.0
-        cell[a, 0] += 1.0
-        cell[a, 1] += y
+        cell[a, :2] = k + 1.0, total + y
 
     # ------------------------------------------------------------------ budget
     def _pace(self, actions: np.ndarray, cost: np.ndarray) -> None:
-        rows = np.arange(actions.shape[0])
-        self._cost_sum[rows, actions] += cost
-        self._cost_n[rows, actions] += 1
-        self._spent += cost
-        self._paid += 1
-        self._log_price = np.clip(self._log_price + self.pacer_rate * (cost / self.budget - 1.0), -_PRICE_SPAN, _PRICE_SPAN)
+        _kernels().pace(actions, cost, self.budget, self.pacer_rate, _PRICE_SPAN, self._cost_sum, self._cost_n, self._spent, self._paid,
+                        self._log_price)
 
     @property
     def price(self) -> np.ndarray:
@@ -633,7 +621,7 @@ _KERNELS = None
 
 def _key(x: np.ndarray) -> str:
     """The identity of a prompt: a hash of its embedding to single precision."""
-    return hashlib.blake2b(x.astype(np.float32).tobytes(), digest_size=12).hexdigest()
+    return hashlib.blake2b(x.astype(np.float32), digest_size=12).hexdigest()
 
 
 def argmax_law(F: np.ndarray, ties: str = "first") -> np.ndarray:

@@ -1,0 +1,110 @@
+"""The per-decision code paths of the router's policies decide and learn bit for bit as the recorded replays.
+
+The compiled select and update of :class:`~genbandit.policies.routing.EvidenceThompson` and
+:class:`~genbandit.policies.kernel.RFFUCB` are restructured for speed only: on the real ParetoBandit
+stream (its prompts' 384-d embeddings and its three LLMs' logged rewards and costs), 3,000 rounds of
+one run through the public ``probabilities``/``select``/``update`` (the router's calls) and of three
+runs through ``select_batch``/``update_batch``, with and without a budget, must give the recorded
+decisions, the recorded propensities and a final state (every learned array, the recurring-prompt cells and
+the generator's next number) whose bytes hash to the recorded digests.
+
+``tests/data/decision_replays.npz`` was recorded by the code before the restructuring. It holds for
+this platform's floating point (x86-64, the pinned NumPy and its OpenBLAS); a change meant to alter the
+statistics re-records it: ``PYTHONPATH=src python tests/test_decision_bits.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from genbandit.policies.kernel import RFFUCB
+from genbandit.policies.routing import EvidenceThompson
+
+FIXTURE = Path(__file__).parent / "data" / "decision_replays.npz"
+ROUNDS = 3000
+
+# name: (maker(n_arms, d, budget), runs, with a budget)
+CASES = {
+    "evidence-thompson-1": (lambda G, d, B: EvidenceThompson(n_arms=G, n_features=d, seed=0), 1, False),
+    "evidence-thompson-1-budget": (lambda G, d, B: EvidenceThompson(n_arms=G, n_features=d, budget=B, seed=1), 1, True),
+    "evidence-thompson-3": (lambda G, d, B: EvidenceThompson(n_arms=G, n_features=d, seed=2), 3, False),
+    "evidence-thompson-3-budget": (lambda G, d, B: EvidenceThompson(n_arms=G, n_features=d, budget=B, seed=3), 3, True),
+    "rff-ucb-cos-phase-1": (lambda G, d, B: RFFUCB(n_arms=G, n_features=d, sigma=5.0, feature_map="cos-phase", seed=0), 1, False),
+    "rff-ucb-cos-sin-1": (lambda G, d, B: RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=0), 1, False),
+    "rff-ucb-cos-sin-3": (lambda G, d, B: RFFUCB(n_arms=G, n_features=d, sigma=5.0, seed=0), 3, False),
+}
+
+
+def _stream():
+    from genbandit.envs.prompts import ParetoBanditReplay
+
+    env = ParetoBanditReplay()
+    return env.embeddings(), env.utilities(), np.nanmean(env._data[2], axis=2)
+
+
+def _digest(policy) -> dict[str, str]:
+    """SHA-256 of every learned array's bytes, of the recurring-prompt cells (keys and counts, in order) and of the next random number."""
+    out = {}
+    for name, value in sorted(vars(policy).items()):
+        if isinstance(value, np.ndarray) and name != "_last":
+            out[name] = hashlib.sha256(np.ascontiguousarray(value).tobytes() + str((value.dtype, value.shape)).encode()).hexdigest()
+    for r, cells in enumerate(getattr(policy, "_cells", [])):
+        h = hashlib.sha256()
+        for key, cell in cells.items():
+            h.update(key.encode() + cell.tobytes())
+        out[f"_cells[{r}]"] = h.hexdigest()
+    out["next random"] = hashlib.sha256(np.float64(policy._rng.random()).tobytes()).hexdigest()
+    return out
+
+
+def _replay(name: str, X: np.ndarray, R: np.ndarray, C: np.ndarray) -> dict[str, np.ndarray]:
+    """Decisions ``(ROUNDS, runs)``, propensities ``(ROUNDS // 7 + 1, n_arms)`` (one run: before every 7th select) and the state digest."""
+    make, runs, budgeted = CASES[name]
+    lo, hi = C.mean(0).min(), C.mean(0).max()
+    policy = make(R.shape[1], X.shape[1], float(lo + 0.5 * (hi - lo)))
+    policy.reset(runs)
+    rng = np.random.default_rng(7)
+    order = np.stack([rng.permutation(len(X))[:ROUNDS] for _ in range(runs)])
+    arms, probs = np.empty((ROUNDS, runs), dtype=np.int8), []
+    for t in range(ROUNDS):
+        rows = order[:, t]
+        if runs == 1:
+            if t % 7 == 0:
+                probs.append(policy.probabilities(X[rows[0]]))
+            a = policy.select(X[rows[0]])
+            r, c = float(R[rows[0], a]), float(C[rows[0], a])
+            policy.update(a, {"reward": r, "cost": c} if budgeted else r, X[rows[0]])
+            arms[t] = a
+        else:
+            a = policy.select_batch(X[rows])
+            r, c = R[rows, a], C[rows, a]
+            policy.update_batch(a, {"reward": r, "cost": c} if budgeted else r, X[rows])
+            arms[t] = a
+    digest = _digest(policy)
+    return {"arms": arms, "probs": np.array(probs), "digest": np.array([f"{k}={v}" for k, v in digest.items()])}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_select_and_update_are_bit_identical_to_the_recorded_replay(name):
+    pytest.importorskip("pareto_bandit")
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    recorded = np.load(FIXTURE)
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):  # as the router runs (an evidence refit on two busy threads takes 300 ms)
+        got = _replay(name, *_stream())
+    arms = recorded[f"{name}/arms"]
+    first = np.flatnonzero((got["arms"] != arms).any(axis=1))
+    assert first.size == 0, f"first different decision at round {first[:1]}"
+    assert min(np.bincount(arms.ravel(), minlength=3)) > 0  # every model was played, so every update path ran
+    np.testing.assert_array_equal(got["probs"], recorded[f"{name}/probs"])
+    assert got["digest"].tolist() == recorded[f"{name}/digest"].tolist()
+
+
+if __name__ == "__main__":  # re-record the replays (see the module docstring)
+    stream = _stream()
+    FIXTURE.parent.mkdir(exist_ok=True)
+    np.savez_compressed(FIXTURE, **{f"{name}/{k}": v for name in CASES for k, v in _replay(name, *stream).items()})
+    print(f"wrote {FIXTURE}")
