@@ -341,9 +341,12 @@ class SpeculativeDecoder:
             copiers = [] if self.temperature != 0 or not timed or not hasattr(policy, "observe") else \
                 [(name, sorted((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length))
                  for name, drafter in self.drafters.items() if drafter.copier]
+            # a policy with `_play` learns from the round and its side observations and chooses the next arm in one call
+            play = getattr(policy, "_play", None) if timed else None
+            a = fixed if play is None else int(policy._select(None)[0])
             while len(result.tokens) < max_new_tokens and len(ids) <= self.max_positions:
-                # the policy's trusted path (as in the simulator): the decoder's feedback is valid by construction
-                a = fixed if policy is None else int(policy._select(None)[0])
+                if policy is not None and play is None:  # the policy's trusted path (as in the simulator)
+                    a = int(policy._select(None)[0])
                 chosen = self.arms[a]
                 remaining = max_new_tokens - len(result.tokens)
                 k = min(chosen.length, remaining - 1, self.max_positions - len(ids))
@@ -352,25 +355,30 @@ class SpeculativeDecoder:
                 if k > 0:
                     draft = self.drafters[chosen.drafter].propose(ids, k, temperature=self.temperature, generator=generator)
                     draft.tokens = [int(t) for t in draft.tokens[:k]]
-                side = [(arms, self.drafters[name].propose(ids, self.arms[arms[-1]].length).tokens) for name, arms in copiers if name != chosen.drafter]
                 emitted, cache = self._verify(ids, draft, cache, generator)
                 if self.eos_token_id is not None and self.eos_token_id in emitted:
                     emitted = emitted[: emitted.index(self.eos_token_id) + 1]
                 emitted = emitted[:remaining]
+                seconds = time.perf_counter() - t0  # the round's own time: the side observations below are not the arm's cost
+                observed = []
+                for name, arms in copiers:  # the longest arm whose draft the emitted tokens cover: exactly what it would have emitted
+                    fits = [i for i in arms if self.arms[i].length <= len(emitted)]
+                    if name != chosen.drafter and fits:
+                        length = self.arms[fits[-1]].length
+                        copy = self.drafters[name].propose(ids, length).tokens
+                        accepted = next((j for j in range(length) if j >= len(copy) or copy[j] != emitted[j]), length)
+                        observed.append((fits[-1], accepted + 1.0))
                 ids.extend(emitted)
                 result.tokens.extend(emitted)
-                seconds = time.perf_counter() - t0
                 result.arms.append(a)
                 result.emitted.append(len(emitted))
                 result.round_seconds.append(seconds)
-                if timed:
+                if play is not None:
+                    a = play(a, float(len(emitted)), max(seconds, 1e-9), observed)
+                elif timed:
                     policy._learn(np.array([a]), {"tokens": np.array([float(len(emitted))]), "seconds": np.array([max(seconds, 1e-9)])}, None)
-                    for arms, copy in side:  # the longest arm whose draft the emitted tokens cover: exactly what it would have emitted
-                        fits = [i for i in arms if self.arms[i].length <= len(emitted)]
-                        if fits:
-                            length = self.arms[fits[-1]].length
-                            accepted = next((j for j in range(length) if j >= len(copy) or copy[j] != emitted[j]), length)
-                            policy._observe(fits[-1], accepted + 1.0)
+                    for arm, tokens in observed:
+                        policy.observe(arm, tokens)
                 elif policy is not None:
                     y = float(len(emitted))
                     if r_max is not None:
