@@ -8,7 +8,8 @@ it once (every drafter, every position), times every fixed arm's rounds on the d
 linear in the draft length), and then replays serving chains of the 8 prompts (the demo's order,
 and shuffled) in pure Python: the policy sees each round's tokens and a time drawn as the model's
 time times a factor resampled from the measured rounds' spread around their median (a shared
-machine's preemptions included), and the side observations the decoder gives it. Reported: the
+machine's preemptions included), and the side observations the decoder gives it (here at once;
+the decoder gives each when the text has covered or refuted the copier's draft, a round or two later). Reported: the
 chain's tokens/s (model times, noise-free) over the best fixed arm's, per class of prompt, mean,
 standard deviation and the worst chain. Run::
 
@@ -124,13 +125,11 @@ class Replay:
             seconds = self.seconds(a, drafted)
             clean += seconds
             learn(a, emitted, seconds * rng.choice(self.noise))
-            for name in ("pld", "suffix"):  # the decoder's side observations (copiers other than the one played)
+            for name in ("pld", "suffix"):  # the decoder's side observations (copiers other than the one played), every round
                 if observe is None or name == arm.drafter:
                     continue
-                fits = [i for i, other in enumerate(self.arms) if other.drafter == name and other.length <= emitted]
-                if fits:
-                    j = max(fits, key=lambda i: self.arms[i].length)
-                    observe(j, min(table[name][1][pos], table[name][0][pos], self.arms[j].length) + 1.0)
+                j = max((i for i, other in enumerate(self.arms) if other.drafter == name), key=lambda i: self.arms[i].length)
+                observe(j, min(table[name][1][pos], table[name][0][pos], self.arms[j].length) + 1.0)
             pos += emitted
         return n, clean
 

@@ -76,8 +76,11 @@ def _choose_run(stats, cache, layout, prior_rounds, exploration, r):  # pragma: 
     best_rate = rates.max()
     best_index = -np.inf
     for i in range(n_arms):
-        seen = stats[0, r, i, 1] + stats[1, r, i, 1]  # every round of the arm's tokens, carried included
-        index = rates[i] + best_rate * (exploration * math.sqrt(log_total / pulls[i]) + 1.0 / (1.0 + seen))
+        # a rate is tokens per round over seconds per round: its evidence is the lesser of the rounds of its tokens (side
+        # observations and a longer arm's rounds included) and of its timed rounds (its own, plus its drafter's pooled time)
+        timed_rounds = stats[0, r, i, 3] + stats[1, r, i, 3] + SHRINK
+        seen = min(stats[0, r, i, 1] + stats[1, r, i, 1], timed_rounds)  # every round, carried included
+        index = rates[i] + best_rate * (exploration * math.sqrt(log_total / min(pulls[i], timed_rounds)) + 1.0 / (1.0 + seen))
         if index > best_index:
             best, best_index = i, index
     return best
@@ -185,11 +188,15 @@ def observe(stats, cache, layout, arm, tokens):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def play(stats, cache, layout, prior_rounds, exploration, discount, played):  # pragma: no cover - compiled
-    """The decoder's round of run 0 in one call: ``played = [arm, tokens, seconds, m, arm_1, tokens_1, ..., arm_m, tokens_m]``
-    (the round, then ``m`` side observations); returns the next arm."""
-    _learn_run(stats, cache, layout, discount, 0, int(played[0]), played[1], played[2])
-    for k in range(int(played[3])):
-        _count(stats, layout, 0, int(played[4 + 2 * k]), played[5 + 2 * k])
+def play(stats, cache, layout, prior_rounds, exploration, discount, arm, tokens, seconds, side_arm, side_tokens, other_arm,
+         other_tokens):  # pragma: no cover - compiled
+    """The decoder's round of run 0 in one call: ``arm`` emitted ``tokens`` in ``seconds``, then up to two side observations
+    (``side_arm`` would have emitted ``side_tokens``, ``other_arm`` ``other_tokens``; an arm of -1: none); returns the
+    next arm. Scalars only: an array built for the call cost as much as the call, cold after the target's forward pass."""
+    _learn_run(stats, cache, layout, discount, 0, arm, tokens, seconds)
+    if side_arm >= 0:
+        _count(stats, layout, 0, side_arm, side_tokens)
+    if other_arm >= 0:
+        _count(stats, layout, 0, other_arm, other_tokens)
     _refresh_run(stats, cache, layout, 0)
     return _choose_run(stats, cache, layout, prior_rounds, exploration, 0)

@@ -242,11 +242,18 @@ class WarmThroughputUCB(Policy):
 
     def _play(self, arm: int, tokens: float, seconds: float, observed: Sequence[tuple[int, float]] = ()) -> int:
         """The decoder's round, trusting its inputs: ``update`` with the round, ``observe`` for each ``(arm, tokens)`` in
-        ``observed``, and the next ``select``, in one compiled call (one run only); returns the next arm."""
-        played = np.array([arm, tokens, seconds, len(observed), *(x for pair in observed for x in pair)], dtype=float)
+        ``observed``, and the next ``select``, in one compiled call for up to two observations (one run only); returns
+        the next arm."""
         self._t += 1
-        return _kernels().play(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration),
-                               float(self.discount), played)
+        kernels = _kernels()
+        side = list(observed[:2]) + [(-1, 0.0)] * (2 - len(observed[:2]))
+        chosen = kernels.play(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), float(self.discount),
+                              arm, tokens, seconds, side[0][0], side[0][1], side[1][0], side[1][1])
+        if len(observed) <= 2:
+            return chosen
+        for other, other_tokens in observed[2:]:
+            kernels.observe(self._stats, self._cache, self._layout, other, other_tokens)
+        return int(self._select(None)[0])
 
     def _update(self, actions, feedback, contexts):
         _kernels().learn(self._stats, self._cache, self._layout, float(self.discount), actions, feedback["tokens"], feedback["seconds"])

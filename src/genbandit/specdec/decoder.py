@@ -336,11 +336,14 @@ class SpeculativeDecoder:
                 r_max = (self.max_length + 1) / max(time.perf_counter() - t0, 1e-9)
                 crop_cache(cache, len(ids) - 1)
             result.prefill_seconds = time.perf_counter() - start
-            # side observations: under greedy decoding, a copier's draft (free to make) compared with what the round emitted
-            # tells what the copier's arms would have emitted; per copier, its arms from the shortest
+            # side observations: under greedy decoding a copier's draft is a function of the text and free to make; asked at the
+            # start of every round its drafter does not play, it is compared with the text once the text covers it or refutes
+            # it (in this round or a later one), which tells exactly what the copier's longest arm, and so each of its arms,
+            # would have emitted there; per copier: its longest arm and that arm's length
             copiers = [] if self.temperature != 0 or not timed or not hasattr(policy, "observe") else \
-                [(name, sorted((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length))
+                [(name, max((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length))
                  for name, drafter in self.drafters.items() if drafter.copier]
+            pending: list[tuple[int, int, list[int]]] = []  # (the copier's longest arm, where its draft starts, the draft)
             # a policy with `_play` learns from the round and its side observations and chooses the next arm in one call
             play = getattr(policy, "_play", None) if timed else None
             a = fixed if play is None else int(policy._select(None)[0])
@@ -359,17 +362,20 @@ class SpeculativeDecoder:
                 if self.eos_token_id is not None and self.eos_token_id in emitted:
                     emitted = emitted[: emitted.index(self.eos_token_id) + 1]
                 emitted = emitted[:remaining]
-                seconds = time.perf_counter() - t0  # the round's own time: the side observations below are not the arm's cost
-                observed = []
-                for name, arms in copiers:  # the longest arm whose draft the emitted tokens cover: exactly what it would have emitted
-                    fits = [i for i in arms if self.arms[i].length <= len(emitted)]
-                    if name != chosen.drafter and fits:
-                        length = self.arms[fits[-1]].length
-                        copy = self.drafters[name].propose(ids, length).tokens
-                        accepted = next((j for j in range(length) if j >= len(copy) or copy[j] != emitted[j]), length)
-                        observed.append((fits[-1], accepted + 1.0))
+                seconds = time.perf_counter() - t0  # the round's own time: the side drafts below are not the arm's cost
+                start_of_round = len(ids)
+                pending += [(longest, start_of_round, self.drafters[name].propose(ids, self.arms[longest].length).tokens)
+                            for name, longest in copiers if name != chosen.drafter]
                 ids.extend(emitted)
                 result.tokens.extend(emitted)
+                observed = []
+                for item in list(pending):
+                    longest, at, copy = item
+                    known = ids[at: at + len(copy)]
+                    accepted = next((j for j, (x, y) in enumerate(zip(copy, known)) if x != y), len(known))
+                    if accepted < len(known) or len(known) == len(copy):  # refuted or covered: exact
+                        observed.append((longest, min(accepted, self.arms[longest].length) + 1.0))
+                        pending.remove(item)
                 result.arms.append(a)
                 result.emitted.append(len(emitted))
                 result.round_seconds.append(seconds)
