@@ -107,13 +107,13 @@ def test_serving_policy_learns_what_a_copier_would_have_emitted_in_other_arms_ro
     own = {label: sum(1 for a in res.arms if labels[a] == label) for label in labels}
     counted = policy._current[0, :, 1]
     assert own["self:3"] > 0 and own["suffix:3"] + own["suffix:1"] < res.rounds  # both drafters played
-    # the other drafter's rounds: each gives suffix:3 one observation, but for the last ones if the text ends before their
-    # draft is covered or refuted; suffix:1 counts those, its own rounds and suffix:3's (its prefix)
+    # every round but suffix:3's gives suffix:3 one observation (but for the last ones, if the text ends before their draft
+    # is covered or refuted); suffix:1 counts its own rounds, suffix:3's (its prefix) and the other drafter's observations
     starts = np.cumsum([0] + res.emitted[:-1])
-    other = [start for a, start in zip(res.arms, starts) if dec.arms[a].drafter != "suffix"]
-    observed = counted[labels.index("suffix:3")] - own["suffix:3"]
-    assert sum(start <= len(res.tokens) - 3 for start in other) <= observed <= len(other)
-    assert counted[labels.index("suffix:1")] == own["suffix:1"] + counted[labels.index("suffix:3")]
+    for rounds, observed in (([s for a, s in zip(res.arms, starts) if labels[a] != "suffix:3"], counted[labels.index("suffix:3")] - own["suffix:3"]),
+                             ([s for a, s in zip(res.arms, starts) if dec.arms[a].drafter != "suffix"],
+                              counted[labels.index("suffix:1")] - own["suffix:1"] - own["suffix:3"])):
+        assert sum(start <= len(res.tokens) - 3 for start in rounds) <= observed <= len(rounds)
     assert counted[labels.index("self:1")] == own["self:1"] + own["self:3"]
     assert policy._current[0, labels.index("suffix:1"), 3] == own["suffix:1"]  # no time from a side observation
 

@@ -103,11 +103,12 @@ def rates(stats, cache, layout, prior_rounds, out):  # pragma: no cover - compil
 
 
 @njit(cache=True, nogil=True)
-def _count(stats, layout, r, arm, tokens):  # pragma: no cover - compiled
-    """Add a round of ``tokens`` of ``arm`` (run ``r``) to the token counts of the arm and of its drafter's shorter arms."""
+def _count(stats, layout, r, arm, tokens, above):  # pragma: no cover - compiled
+    """Add a round of ``tokens`` of ``arm`` (run ``r``) to the token counts of the arm and of its drafter's shorter arms
+    longer than ``above`` (those up to ``above`` have the round already: a played shorter arm of the drafter)."""
     accepted = tokens - 1.0
     for j in range(layout.shape[0]):
-        if j != arm and layout[arm, SHORTER + j] == 0.0:
+        if (j != arm and layout[arm, SHORTER + j] == 0.0) or layout[j, LENGTH] <= above:
             continue
         length, below = layout[j, LENGTH], layout[j, PREVIOUS_LENGTH]
         emitted = tokens if j == arm else min(accepted, length) + 1.0  # what the shorter arm would have emitted
@@ -160,7 +161,7 @@ def _learn_run(stats, cache, layout, discount, r, arm, tokens, seconds):  # prag
     """One played round of run ``r``: the discount, the round's tokens (:func:`_count`), its log time (clipped at ``CLIP``
     above the arm's estimate once its drafter has a time); the run's round times are refreshed by the caller."""
     stats[2, r] *= discount
-    _count(stats, layout, r, arm, tokens)
+    _count(stats, layout, r, arm, tokens, -1.0)
     log_seconds = math.log(seconds)
     group = SHORTER + layout.shape[0]
     for i in range(layout.shape[0]):
@@ -181,22 +182,24 @@ def learn(stats, cache, layout, discount, arms, tokens, seconds):  # pragma: no 
 
 
 @njit(cache=True, nogil=True)
-def observe(stats, cache, layout, arm, tokens):  # pragma: no cover - compiled
-    """A side observation of run 0: ``arm`` would have emitted ``tokens``; counted without a time and without the discount."""
-    _count(stats, layout, 0, arm, tokens)
+def observe(stats, cache, layout, arm, tokens, above):  # pragma: no cover - compiled
+    """A side observation of run 0: ``arm`` would have emitted ``tokens`` (counted for its drafter's arms longer than
+    ``above``); without a time and without the discount."""
+    _count(stats, layout, 0, arm, tokens, above)
     _refresh_run(stats, cache, layout, 0)
 
 
 @njit(cache=True, nogil=True)
-def play(stats, cache, layout, prior_rounds, exploration, discount, arm, tokens, seconds, side_arm, side_tokens, other_arm,
-         other_tokens):  # pragma: no cover - compiled
+def play(stats, cache, layout, prior_rounds, exploration, discount, arm, tokens, seconds, side_arm, side_tokens, side_above,
+         other_arm, other_tokens, other_above):  # pragma: no cover - compiled
     """The decoder's round of run 0 in one call: ``arm`` emitted ``tokens`` in ``seconds``, then up to two side observations
-    (``side_arm`` would have emitted ``side_tokens``, ``other_arm`` ``other_tokens``; an arm of -1: none); returns the
-    next arm. Scalars only: an array built for the call cost as much as the call, cold after the target's forward pass."""
+    (``side_arm`` would have emitted ``side_tokens``, counted for its drafter's arms longer than ``side_above``; the same
+    for ``other_*``; an arm of -1: none); returns the next arm. Scalars only: an array built for the call cost as much
+    as the call, cold after the target's forward pass."""
     _learn_run(stats, cache, layout, discount, 0, arm, tokens, seconds)
     if side_arm >= 0:
-        _count(stats, layout, 0, side_arm, side_tokens)
+        _count(stats, layout, 0, side_arm, side_tokens, side_above)
     if other_arm >= 0:
-        _count(stats, layout, 0, other_arm, other_tokens)
+        _count(stats, layout, 0, other_arm, other_tokens, other_above)
     _refresh_run(stats, cache, layout, 0)
     return _choose_run(stats, cache, layout, prior_rounds, exploration, 0)

@@ -237,22 +237,23 @@ class WarmThroughputUCB(Policy):
         length = self._layout[arm, 0]
         if not 1.0 <= tokens <= length + 1.0:
             raise InvalidInputError(f"An arm of length {length:g} emits 1 to {length + 1:g} tokens. Got {tokens!r} instead.")
-        _kernels().observe(self._stats, self._cache, self._layout, arm, tokens)
+        _kernels().observe(self._stats, self._cache, self._layout, arm, tokens, -1.0)
         return self
 
-    def _play(self, arm: int, tokens: float, seconds: float, observed: Sequence[tuple[int, float]] = ()) -> int:
-        """The decoder's round, trusting its inputs: ``update`` with the round, ``observe`` for each ``(arm, tokens)`` in
-        ``observed``, and the next ``select``, in one compiled call for up to two observations (one run only); returns
-        the next arm."""
+    def _play(self, arm: int, tokens: float, seconds: float, observed: Sequence[tuple[int, float, float]] = ()) -> int:
+        """The decoder's round, trusting its inputs: ``update`` with the round, then for each ``(other, y, above)`` in
+        ``observed`` a side observation (``other`` would have emitted ``y``), counted for ``other`` and its drafter's
+        shorter arms longer than ``above`` (-1: all; a played shorter arm of the drafter has its own round), and the
+        next ``select``: one compiled call for up to two observations (one run only). Returns the next arm."""
         self._t += 1
         kernels = _kernels()
-        side = list(observed[:2]) + [(-1, 0.0)] * (2 - len(observed[:2]))
+        side = list(observed[:2]) + [(-1, 0.0, -1.0)] * (2 - len(observed[:2]))
         chosen = kernels.play(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), float(self.discount),
-                              arm, tokens, seconds, side[0][0], side[0][1], side[1][0], side[1][1])
+                              arm, tokens, seconds, *side[0], *side[1])
         if len(observed) <= 2:
             return chosen
-        for other, other_tokens in observed[2:]:
-            kernels.observe(self._stats, self._cache, self._layout, other, other_tokens)
+        for other, other_tokens, above in observed[2:]:
+            kernels.observe(self._stats, self._cache, self._layout, other, other_tokens, above)
         return int(self._select(None)[0])
 
     def _update(self, actions, feedback, contexts):

@@ -336,14 +336,15 @@ class SpeculativeDecoder:
                 r_max = (self.max_length + 1) / max(time.perf_counter() - t0, 1e-9)
                 crop_cache(cache, len(ids) - 1)
             result.prefill_seconds = time.perf_counter() - start
-            # side observations: under greedy decoding a copier's draft is a function of the text and free to make; asked at the
-            # start of every round its drafter does not play, it is compared with the text once the text covers it or refutes
-            # it (in this round or a later one), which tells exactly what the copier's longest arm, and so each of its arms,
-            # would have emitted there; per copier: its longest arm and that arm's length
+            # side observations: under greedy decoding a copier's draft is a function of the text and free to make. Taken at
+            # the start of every round that does not play the copier's longest arm and compared with the text once the text
+            # covers or refutes it (in this round or a later one), it tells exactly what that arm, and each shorter arm of
+            # the copier, would have emitted there (those up to the played length, when the copier itself played, have the
+            # round already); per copier: its longest arm
             copiers = [] if self.temperature != 0 or not timed or not hasattr(policy, "observe") else \
                 [(name, max((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length))
                  for name, drafter in self.drafters.items() if drafter.copier]
-            pending: list[tuple[int, int, list[int]]] = []  # (the copier's longest arm, where its draft starts, the draft)
+            pending: list[tuple[int, float, int, list[int]]] = []  # (the copier's longest arm, above, where its draft starts, draft)
             # a policy with `_play` learns from the round and its side observations and chooses the next arm in one call
             play = getattr(policy, "_play", None) if timed else None
             a = fixed if play is None else int(policy._select(None)[0])
@@ -364,17 +365,17 @@ class SpeculativeDecoder:
                 emitted = emitted[:remaining]
                 seconds = time.perf_counter() - t0  # the round's own time: the side drafts below are not the arm's cost
                 start_of_round = len(ids)
-                pending += [(longest, start_of_round, self.drafters[name].propose(ids, self.arms[longest].length).tokens)
-                            for name, longest in copiers if name != chosen.drafter]
+                pending += [(longest, float(chosen.length) if name == chosen.drafter else -1.0, start_of_round,
+                             self.drafters[name].propose(ids, self.arms[longest].length).tokens) for name, longest in copiers if longest != a]
                 ids.extend(emitted)
                 result.tokens.extend(emitted)
                 observed = []
                 for item in list(pending):
-                    longest, at, copy = item
+                    longest, above, at, copy = item
                     known = ids[at: at + len(copy)]
                     accepted = next((j for j, (x, y) in enumerate(zip(copy, known)) if x != y), len(known))
                     if accepted < len(known) or len(known) == len(copy):  # refuted or covered: exact
-                        observed.append((longest, min(accepted, self.arms[longest].length) + 1.0))
+                        observed.append((longest, min(accepted, self.arms[longest].length) + 1.0, above))
                         pending.remove(item)
                 result.arms.append(a)
                 result.emitted.append(len(emitted))
@@ -383,8 +384,9 @@ class SpeculativeDecoder:
                     a = play(a, float(len(emitted)), max(seconds, 1e-9), observed)
                 elif timed:
                     policy._learn(np.array([a]), {"tokens": np.array([float(len(emitted))]), "seconds": np.array([max(seconds, 1e-9)])}, None)
-                    for arm, tokens in observed:
-                        policy.observe(arm, tokens)
+                    for arm, tokens, above in observed:  # a longer arm of the played drafter: its shorter arms have the round
+                        if above < 0:
+                            policy.observe(arm, tokens)
                 elif policy is not None:
                     y = float(len(emitted))
                     if r_max is not None:
