@@ -345,6 +345,8 @@ class SpeculativeDecoder:
                 [(name, max((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length))
                  for name, drafter in self.drafters.items() if drafter.copier]
             pending: list[tuple[int, float, int, list[int]]] = []  # (the copier's longest arm, above, where its draft starts, draft)
+            for name, _ in copiers:  # index the prompt now: its first round would carry that cost, and the policy the wrong time
+                self.drafters[name].propose(ids, 1)
             # a policy with `_play` learns from the round and its side observations and chooses the next arm in one call
             play = getattr(policy, "_play", None) if timed else None
             a = fixed if play is None else int(policy._select(None)[0])
