@@ -81,6 +81,8 @@ def main(argv=None) -> int:
         chains[("forced", r)] = Forced(len(decoder.arms), arm=fixed, seed=r, **params)
         chains[("no-side", r)] = decoder.make_policy(SERVING_POLICY, seed=r)
         chains[("serving", r)] = decoder.make_policy(SERVING_POLICY, seed=r)
+    for chain in chains.values():
+        chain.reset()  # the state allocated (and the kernels compiled) before anything is timed
     # per (method, repetition, kind): tokens, seconds; per method: probes per arm, seconds outside the rounds, rounds
     sums = collections.defaultdict(lambda: np.zeros(3))
     probes = {m: collections.Counter() for m in METHODS}

@@ -203,3 +203,16 @@ def play(stats, cache, layout, prior_rounds, exploration, discount, arm, tokens,
         _count(stats, layout, 0, other_arm, other_tokens, other_above)
     _refresh_run(stats, cache, layout, 0)
     return _choose_run(stats, cache, layout, prior_rounds, exploration, 0)
+
+
+def warm() -> None:
+    """Compile every kernel now (or load it from numba's cache), with the argument types the policy passes, so that no
+    compilation lands in a timed round (the first one on a fresh install takes seconds)."""
+    stats, cache, out = np.zeros((3, 1, 2, 6)), np.zeros((4, 1, 2)), np.zeros(1, dtype=np.int64)
+    layout = np.array([[0.0, -1.0, -1.0, 0.0, 0.0, 0.0, 1.0, 0.0], [1.0, -1.0, -1.0, 1.0, 0.0, 0.0, 0.0, 1.0]])
+    refresh(stats, cache, layout)
+    learn(stats, cache, layout, 0.97, np.zeros(1, dtype=np.int64), np.ones(1), np.ones(1))
+    observe(stats, cache, layout, 1, 1.0, -1.0)
+    play(stats, cache, layout, 8.0, 0.1, 0.97, 1, 1.0, 1.0, -1, 0.0, -1.0, -1, 0.0, -1.0)
+    select(stats, cache, layout, 8.0, 0.1, out)
+    rates(stats, cache, layout, 8.0, np.zeros((1, 2)))

@@ -300,10 +300,13 @@ class WarmThroughputUCB(Policy):
 
 
 def _kernels():
-    """The compiled kernels (numba is imported on first use)."""
+    """The compiled kernels (numba is imported on first use, and every kernel compiled then, not in a timed round)."""
     global _KERNELS
     if _KERNELS is None:
-        from . import _serving_numba as _KERNELS
+        from . import _serving_numba as kernels
+
+        kernels.warm()
+        _KERNELS = kernels
     return _KERNELS
 
 
