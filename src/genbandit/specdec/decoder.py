@@ -386,9 +386,9 @@ class SpeculativeDecoder:
                     a = play(a, float(len(emitted)), max(seconds, 1e-9), observed)
                 elif timed:
                     policy._learn(np.array([a]), {"tokens": np.array([float(len(emitted))]), "seconds": np.array([max(seconds, 1e-9)])}, None)
-                    for arm, tokens, above in observed:  # a longer arm of the played drafter: its shorter arms have the round
+                    for other, tokens, above in observed:  # a longer arm of the played drafter: its shorter arms have the round
                         if above < 0:
-                            policy.observe(arm, tokens)
+                            policy.observe(other, tokens)
                 elif policy is not None:
                     y = float(len(emitted))
                     if r_max is not None:
