@@ -35,8 +35,7 @@ from genbandit.policies.speculative_serving import WarmThroughputUCB
 from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
 from genbandit.specdec.decoder import SERVING_POLICY
 from genbandit.specdec.demo import DEMO_PROMPTS, LENGTHS
-from genbandit.specdec.demo_training import SHIPPED_DIR, load_models
-from genbandit.specdec.tokenizer import ByteTokenizer
+from genbandit.specdec.demo_training import SHIPPED_DIR, load_models, load_tokenizer
 
 FIXED = "suffix:6"
 METHODS = ["fixed", "forced", "no-side", "serving"]
@@ -71,7 +70,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     target, draft = load_models(SHIPPED_DIR)
-    tok = ByteTokenizer()
+    tok = load_tokenizer(SHIPPED_DIR)
     drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
     decoder = SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=tok.eos_token_id)
     fixed = decoder.arm_index(FIXED)
