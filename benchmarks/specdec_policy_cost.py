@@ -7,8 +7,9 @@ then timed on the same prompts with that policy and with the fixed arm, alternat
 difference is the policy's own per-round cost (choosing the arm, learning from the round) and
 whatever rounds it still spends probing other arms. Reported per repetition (tokens and seconds
 summed over the prompts): tokens/s of both and their ratio, in wall time and in this process's CPU
-time (which a busy machine's preemptions do not reach); and the policy's select and update time
-per round, replayed on the rounds of the last decode (median over rounds). Run::
+time (which a busy machine's preemptions do not reach); and the policy's time per round (learn and
+choose, one call), replayed back to back on the rounds of the last decode (median over rounds).
+``benchmarks/specdec_gap.py`` splits the difference into its parts. Run::
 
     PYTHONPATH=src nice -n 10 python benchmarks/specdec_policy_cost.py [--repeats 10]
 """
@@ -35,18 +36,16 @@ def _mean_sd(values) -> str:
     return f"{values.mean():.3f} +- {values.std(ddof=1) if values.size > 1 else 0.0:.3f}"
 
 
-def replay_cost(policy, rounds: list[tuple[int, int, float]], repeats: int = 200) -> tuple[float, float]:
-    """Median seconds of the policy's select and of its update per round, replaying ``(arm, tokens, seconds)`` rounds."""
-    selects, updates = [], []
+def replay_cost(policy, rounds: list[tuple[int, int, float]], repeats: int = 200) -> float:
+    """Median seconds of the policy's round as the decoder calls it (``_play``: learn from the round, choose the next arm),
+    replaying ``(arm, tokens, seconds)`` rounds without side observations, back to back (caches warm)."""
+    times = []
     for _ in range(repeats):
         for arm, tokens, seconds in rounds:
             start = time.perf_counter()
-            policy._select(None)
-            middle = time.perf_counter()
-            policy._learn(np.array([arm]), {"tokens": np.array([float(tokens)]), "seconds": np.array([seconds])}, None)
-            updates.append(time.perf_counter() - middle)
-            selects.append(middle - start)
-    return float(np.median(selects)), float(np.median(updates))
+            policy._play(arm, float(tokens), seconds)
+            times.append(time.perf_counter() - start)
+    return float(np.median(times))
 
 
 def main(argv=None) -> int:
@@ -78,14 +77,14 @@ def main(argv=None) -> int:
                     last = res
             rates[name].append((tokens / (time.perf_counter() - wall), tokens / (time.process_time() - cpu)))
     serving, fixed_rates = np.array(rates["serving"]), np.array(rates["fixed"])
-    select, update = replay_cost(policy, list(zip(last.arms, last.emitted, last.round_seconds)))
+    per_round = replay_cost(policy, list(zip(last.arms, last.emitted, last.round_seconds)))
     print(f"serving policy (warmed) against fixed {FIXED}, {len(prompts)} prompts x {args.max_new_tokens} tokens, "
           f"{args.repeats} repetitions, order alternating; load average {os.getloadavg()[0]:.1f}")
     for k, clock in enumerate(("wall", "CPU")):
         print(f"  {clock} time: serving {serving[:, k].mean():.0f} tokens/s, {FIXED} {fixed_rates[:, k].mean():.0f}, "
               f"ratio per repetition {_mean_sd(serving[:, k] / fixed_rates[:, k])}")
     print(f"  rounds of the serving policy on another arm than {FIXED}: {probes} in {args.repeats * len(prompts)} responses")
-    print(f"  policy per round (replayed, median): select {select * 1e6:.1f} us, update {update * 1e6:.1f} us")
+    print(f"  policy per round (replayed back to back, median): {per_round * 1e6:.1f} us")
     return 0
 
 

@@ -8,7 +8,8 @@ it once (every drafter, every position), times every fixed arm's rounds on the d
 linear in the draft length), and then replays serving chains of the 8 prompts (the demo's order,
 and shuffled) in pure Python: the policy sees each round's tokens and a time drawn as the model's
 time times a factor resampled from the measured rounds' spread around their median (a shared
-machine's preemptions included), and the side observations the decoder gives it. Reported: the
+machine's preemptions included), and the side observations the decoder gives it (here at once;
+the decoder gives each when the text has covered or refuted the copier's draft, a round or two later). Reported: the
 chain's tokens/s (model times, noise-free) over the best fixed arm's, per class of prompt, mean,
 standard deviation and the worst chain. Run::
 
@@ -110,40 +111,38 @@ class Replay:
         slope, intercept = self.line[self.arms[arm].drafter]
         return intercept + slope * drafted
 
-    def respond(self, p: int, choose, learn, observe, rng) -> tuple[int, float]:
-        """One response to prompt ``p``: (tokens, model seconds)."""
+    def respond(self, p: int, arm: int, play, side: bool, rng) -> tuple[int, float]:
+        """One response to prompt ``p`` from ``arm``: (tokens, model seconds). ``play(arm, tokens, seconds, observed)``
+        returns the next arm; ``observed`` as the decoder gives it (``side``: the copiers' side observations)."""
         _, n, table = self.prompts[p]
         pos, clean = 0, 0.0
         while pos < n:
-            a = choose()
-            arm = self.arms[a]
-            k = min(arm.length, n - pos - 1)
-            drafted = min(k, table[arm.drafter][0][pos]) if arm.drafter else 0
-            accepted = min(table[arm.drafter][1][pos], drafted) if arm.drafter else 0
+            chosen = self.arms[arm]
+            k = min(chosen.length, n - pos - 1)
+            drafted = min(k, table[chosen.drafter][0][pos]) if chosen.drafter else 0
+            accepted = min(table[chosen.drafter][1][pos], drafted) if chosen.drafter else 0
             emitted = min(accepted + 1, n - pos)
-            seconds = self.seconds(a, drafted)
+            seconds = self.seconds(arm, drafted)
             clean += seconds
-            learn(a, emitted, seconds * rng.choice(self.noise))
-            for name in ("pld", "suffix"):  # the decoder's side observations (copiers other than the one played)
-                if observe is None or name == arm.drafter:
-                    continue
-                fits = [i for i, other in enumerate(self.arms) if other.drafter == name and other.length <= emitted]
-                if fits:
-                    j = max(fits, key=lambda i: self.arms[i].length)
-                    observe(j, min(table[name][1][pos], table[name][0][pos], self.arms[j].length) + 1.0)
+            observed = []
+            for name in ("pld", "suffix") if side else ():  # each copier's longest arm, unless it played (here resolved at once)
+                j = max((i for i, other in enumerate(self.arms) if other.drafter == name), key=lambda i: self.arms[i].length)
+                if j != arm:
+                    above = float(chosen.length) if chosen.drafter == name else -1.0
+                    observed.append((j, min(table[name][1][pos], table[name][0][pos], self.arms[j].length) + 1.0, above))
+            arm = play(arm, float(emitted), seconds * rng.choice(self.noise), observed)
             pos += emitted
         return n, clean
 
     def fixed(self, arm: int) -> list[tuple[int, float]]:
         rng = np.random.default_rng(0)
-        return [self.respond(p, lambda: arm, lambda *_: None, None, rng) for p in range(len(self.prompts))]
+        return [self.respond(p, arm, lambda a, *_: a, False, rng) for p in range(len(self.prompts))]
 
     def chain(self, policy, order, rng) -> list[tuple[int, float]]:
         out = {}
         for p in order:
             policy.begin_response()
-            out[p] = self.respond(p, policy.select, lambda a, y, s: policy.update(a, {"tokens": float(y), "seconds": s}),
-                                  getattr(policy, "observe", None), rng)
+            out[p] = self.respond(p, policy.select(), policy._play, True, rng)
         return [out[p] for p in range(len(order))]
 
 

@@ -191,3 +191,29 @@ def test_one_run_path_decides_as_the_batch_path():
     assert np.allclose(one.rates()[0], batch.rates()[1], rtol=1e-12)
     for name in ("_carried", "_current", "_recent"):
         assert np.allclose(getattr(one, name)[0], getattr(batch, name)[0], rtol=1e-12)
+
+
+def test_the_decoders_round_call_is_update_observe_and_select():
+    """``_play`` (the decoder's one call per round) learns and chooses as update, observe and select do, and an observation
+    of the played drafter's longer arm counts only above the played length (the played round has the shorter ones)."""
+    lengths, drafters = [0, 3, 6, 3, 6], ["", "pld", "pld", "suffix", "suffix"]
+    calls = WarmThroughputUCB(n_arms=5, arm_lengths=lengths, arm_drafters=drafters, seed=0)
+    fused = WarmThroughputUCB(n_arms=5, arm_lengths=lengths, arm_drafters=drafters, seed=0)
+    rng = np.random.default_rng(8)
+    arm = fused.select()
+    for round_ in range(120):
+        assert calls.select() == arm
+        tokens, seconds, seen = float(rng.integers(1, lengths[arm] + 2)), 1e-3 * rng.uniform(0.9, 1.5), float(rng.integers(1, 8))
+        calls.update(arm, {"tokens": tokens, "seconds": seconds})
+        calls.observe(4, seen)
+        arm = fused._play(arm, tokens, seconds, [(4, seen, -1.0)])
+        if round_ % 40 == 39:
+            calls.begin_response()
+            fused.begin_response()
+            arm = fused.select()
+    assert np.array_equal(calls._stats, fused._stats) and np.array_equal(calls._cache, fused._cache)
+    before = fused._current[0].copy()
+    fused._play(3, 4.0, 1e-3, [(4, 6.0, 3.0)])  # suffix:3 accepted its 3 draft tokens; its 6-token draft would have accepted 5
+    added = fused._current[0] - before
+    assert added[3, 1] == 1.0 and added[4, 1] == 1.0  # one round each: suffix:3 its own, suffix:6 the observation
+    assert added[4, 0] == 2.0 and added[4, 4] == 1.0 and added[4, 5] == 0.0  # 2 tokens beyond suffix:3's, reached 3, not 6

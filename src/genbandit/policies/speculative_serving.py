@@ -29,8 +29,7 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
 - **Drift within a response.** The response's own rounds are discounted by ``discount`` per round
   (discounted UCB, Garivier and Moulines 2011), so an arm left after a few poor rounds early in a
   response (a copier before the text starts repeating) drifts back to its carried estimate and is
-  tried again; a copier is also seen to match again without being played (side observations,
-  :meth:`WarmThroughputUCB.observe`).
+  tried again; a copier is also seen to match again without being played (side observations, below).
 - **A drafter's lengths share one acceptance curve.** Arms of one drafter differ only in draft
   length and a shorter draft is a prefix of a longer one: with ``A`` the number of draft tokens
   the target accepts, an arm of length ``k`` emits ``min(A, k) + 1`` tokens. A round of length
@@ -45,24 +44,37 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   long enough to show it (a shorter arm's rounds cannot extinguish it), and the shorter arm's full
   acceptances raise it through ``S_p``: an arm locked in at a short length keeps the longer one
   in reach. Rounds of plain decoding, or of arms given without lengths, are a plain mean.
+- **Side observations** (Mannor and Shamir, 2011): under greedy decoding a copier's draft is a
+  function of the text and costs microseconds, so the decoder takes it at the start of every round
+  that does not play the copier's longest arm and, once the text covers or refutes it, tells the
+  policy exactly what that arm would have emitted there (:meth:`WarmThroughputUCB.observe`; when
+  the copier itself played a shorter arm, the observation counts only for its longer arms). Every
+  such round is observed, whatever the played arm emitted: comparing only when the round's tokens
+  covered the copier's draft selected the rounds where the text was easy to predict and overrated
+  the idle copier.
 - **Dominated arms drop out.** The index is ``rate_i + max_j rate_j (exploration sqrt(ln n / n_i)
-  + 1 / (1 + N_i))``, ``N_i`` every round of the arm seen so far, optimism in units of the best
-  rate: an arm resting on a round or two (a first response, an unlucky first draw) is tried again
-  soon, an arm much slower than the best one over many responses is not pulled again, one within
-  the noise now and then. Arms with no estimate yet are played first, the longest draft of each
-  drafter first (its round estimates the drafter's shorter arms as well).
+  + 1 / (1 + N_i))``, optimism in units of the best rate, with ``n_i`` and ``N_i`` (the effective
+  and all rounds of the arm's tokens) no larger than its timed rounds plus the two of its drafter's
+  pooled time: a rate is tokens per round over seconds per round, and side observations carry no
+  time, so an arm observed often but played once is not taken for known (a longer copier arm whose
+  one round was preempted would otherwise never be played again). An arm resting on a round or two
+  (a first response, an unlucky first draw) is tried again soon, an arm much slower than the best
+  one over many responses is not pulled again, one within the noise now and then. Arms with no
+  estimate yet are played first, the longest draft of each drafter first (its round estimates the
+  drafter's shorter arms as well).
 
 The simulator runs many servers in lockstep (one per run), each through a chain of responses, so
 ``begin_response(runs)`` starts a new response for the runs in ``runs`` only; a feedback key
 ``response_end`` (per run: this round completed the response) does the same from inside the loop.
-A single run (the decoder, one server) is served by scalar Python instead, with the same formulas:
-a round of a small model takes a millisecond or two, and numpy's per-call cost on arrays of a few
-arms, dozens of calls per round, took a tenth of it.
+Every round's arithmetic runs in compiled kernels over the runs
+(:mod:`genbandit.policies._serving_numba`), and the decoder's round (learn from it and from its side
+observations, choose the next arm) is one call with scalar arguments: right after the target's
+forward pass the caches are cold, and there the earlier numpy and scalar-Python versions of the same
+formulas took 70 to 200 us a round, 4 to 10% of a 2 ms round of the demo's models.
 """
 
 from __future__ import annotations
 
-import math
 from numbers import Real
 from typing import Any, Sequence
 
@@ -74,12 +86,8 @@ from ..core.validation import Interval, InvalidInputError, InvalidParameterError
 
 __all__ = ["WarmThroughputUCB"]
 
-#: Pseudo-rounds of the drafter's pooled round time in an arm's time estimate.
-_SHRINK = 2.0
 #: The most rounds one response weighs in an arm's carried tokens per round.
 _PER_RESPONSE = 4.0
-#: A round time counts as at most e^_CLIP = 2 times the arm's estimate (a preempted round on a busy machine).
-_CLIP = math.log(2.0)
 #: The state's columns of an arm's tokens (counted in rounds), as opposed to its round times (counted in own pulls).
 _TOKENS = [0, 1, 4, 5]
 
@@ -102,12 +110,13 @@ class WarmThroughputUCB(Policy):
     ``T_i = G_i`` and ``S_i = H_i`` without ``p``, else ``T_i = T_p + S_p G_i`` and ``S_i = S_p H_i``;
     seconds per round ``exp((C^s_i + R^s_i + 2 g_i) / (M_i + 2))`` with ``M_i`` its own pulls and
     ``g_i`` the mean log time of all rounds of its drafter; the rate ``T_i`` over that; and the
-    index ``rate_i + max_j rate_j (exploration sqrt(ln(n) / n_i) + 1 / (1 + N_i))`` with
-    ``n_i = w^n + D^n``, ``n = sum_i n_i``, ``N_i = C^n_i + R^n_i``. Arms without an estimate yet
+    index ``rate_i + max_j rate_j (exploration sqrt(ln(n) / min(n_i, M_i + 2)) + 1 / (1 + min(N_i, M_i + 2)))``
+    with ``n_i = w^n + D^n``, ``n = sum_i n_i``, ``N_i = C^n_i + R^n_i``. Arms without an estimate yet
     are played first, the longest first. ``begin_response()`` folds the response into the carried
     sums (its rounds with a weight of ``min(R^n_i, 4)`` rounds, its round times as they came) and
     caps each arm's carried counts at ``memory`` (means kept), so older responses fade.
-    ``reset()`` forgets everything.
+    ``observe(arm, y)`` counts a round of ``y`` tokens of ``arm`` (and its drafter's shorter arms)
+    without a time and without the discount. ``reset()`` forgets everything.
 
     Parameters
     ----------
@@ -171,29 +180,31 @@ class WarmThroughputUCB(Policy):
                                         f"Got {self.arm_lengths!r} and {self.arm_drafters!r} instead.")
 
     def _init_state(self, n_runs: int) -> None:
-        # per arm: [..., 0] tokens over what its previous (next shorter) arm would have emitted, [..., 1] rounds observed (own
-        # or a longer arm's), [..., 2] log seconds, [..., 3] own pulls, [..., 4] rounds where the previous arm's draft was
-        # accepted in full (all rounds for an arm with no previous one), [..., 5] rounds where its own draft was
-        self._carried = np.zeros((n_runs, self.n_arms, 6))
-        self._current = np.zeros((n_runs, self.n_arms, 6))  # this response, as observed
-        self._recent = np.zeros((n_runs, self.n_arms, 6))  # this response, discounted
-        # _shorter[i, j]: arm j drafts with arm i's drafter, fewer tokens (a prefix of arm i's draft)
+        # the carried, current (this response, as observed) and recent (this response, discounted) sums per arm: [..., 0]
+        # tokens over what its previous (next shorter) arm would have emitted, [..., 1] rounds observed (own or a longer
+        # arm's), [..., 2] log seconds, [..., 3] own pulls, [..., 4] rounds where the previous arm's draft was accepted in
+        # full (all rounds for an arm with no previous one), [..., 5] rounds where its own draft was
+        self._stats = np.zeros((3, n_runs, self.n_arms, 6))
+        # derived per run and arm: the carried gain and full-acceptance share, seconds per round, estimated (1) or not (0)
+        self._cache = np.zeros((4, n_runs, self.n_arms))
+        # per arm: its length, its previous arm (its drafter's next shorter one, -1: none) and that arm's length (-1: none),
+        # the arm at its place in the shortest-first order, then rows of shorter[i, j] (arm j drafts with arm i's drafter,
+        # fewer tokens: a prefix of arm i's draft) and of the arms pooled for the time prior (same drafter)
         k = np.zeros(self.n_arms) if self.arm_lengths is None else np.asarray(self.arm_lengths, dtype=float)
         same = np.zeros((self.n_arms, self.n_arms), dtype=bool) if self.arm_drafters is None else \
             np.equal.outer(np.asarray(self.arm_drafters, dtype=object), np.asarray(self.arm_drafters, dtype=object))
-        self._lengths = k
-        self._shorter = same & (k[None, :] > 0) & (k[None, :] < k[:, None])
-        self._group = (same | np.eye(self.n_arms, dtype=bool)).astype(float)  # arms pooled for the time prior
-        # each arm's previous arm: its drafter's next shorter one (-1: none); estimates are built shortest first
-        self._previous = [int(max(np.flatnonzero(row), key=lambda j: k[j], default=-1)) for row in self._shorter]
-        self._order = [int(i) for i in np.argsort(k, kind="stable")]
-        # the same relations as Python lists, for the one-run path: per arm, (arm, its length, its previous arm's length or
-        # -1) for itself and each of its drafter's shorter arms, and its pool
-        below = [float(k[j]) if j >= 0 else -1.0 for j in self._previous]
-        self._informed = [[(int(j), float(k[j]), below[j]) for j in [i, *np.flatnonzero(row)]] for i, row in enumerate(self._shorter)]
-        self._pool = [tuple(int(j) for j in np.flatnonzero(row)) for row in self._group]
-        self._pools = sorted(set(self._pool))
-        self._refresh(carried=True)
+        shorter = same & (k[None, :] > 0) & (k[None, :] < k[:, None])
+        previous = np.array([max(np.flatnonzero(row), key=lambda j: k[j], default=-1) for row in shorter], dtype=float)
+        previous_length = np.where(previous >= 0, k[np.maximum(previous, 0).astype(int)], -1.0)
+        order = np.argsort(k, kind="stable")
+        self._layout = np.column_stack([k, previous, previous_length, order, shorter, same | np.eye(self.n_arms, dtype=bool)]).astype(float)
+        _kernels().refresh(self._stats, self._cache, self._layout)
+
+    # views of the packed state, by name
+    _carried = property(lambda self: self._stats[0])
+    _current = property(lambda self: self._stats[1])
+    _recent = property(lambda self: self._stats[2])
+    _seconds_per_round = property(lambda self: self._cache[2])
 
     def begin_response(self, runs: Any = None) -> None:
         """Start a new response for ``runs`` (indices or a boolean mask; all runs by default)."""
@@ -211,90 +222,19 @@ class WarmThroughputUCB(Policy):
         self._carried[rows] = total
         self._current[rows] = 0.0
         self._recent[rows] = 0.0
-        self._refresh(carried=True)
-
-    def _estimates(self) -> tuple[np.ndarray, np.ndarray]:
-        carried, recent = self._carried, self._recent
-        prior = np.minimum(self.prior_rounds, carried[..., [1, 4]]) / (1.0 + self._current[..., [1, 4]])  # in rounds, in reached rounds
-        pulls = prior[..., 0] + recent[..., 1]
-        reached = prior[..., 1] + recent[..., 4]
-        gain = np.divide(prior[..., 1] * self._carried_gain + recent[..., 0], reached, out=np.zeros_like(reached), where=reached > 0)
-        hold = np.divide(prior[..., 1] * self._carried_hold + recent[..., 5], reached, out=np.zeros_like(reached), where=reached > 0)
-        tokens, survive = np.zeros_like(gain), np.zeros_like(gain)
-        for i in self._order:  # product-limit: tokens_i = tokens_p + P(A >= k_p) E[gain_i | A >= k_p], p the previous arm
-            p = self._previous[i]
-            tokens[:, i] = gain[:, i] if p < 0 else tokens[:, p] + survive[:, p] * gain[:, i]
-            survive[:, i] = hold[:, i] if p < 0 else survive[:, p] * hold[:, i]
-        rate = np.divide(tokens, self._seconds_per_round, out=np.zeros_like(tokens), where=self._timed)
-        return rate, np.where(self._timed, pulls, 0.0)
-
-    def _refresh(self, carried: bool) -> None:
-        """Recompute the cached per-arm quantities (the carried ones only at a new response)."""
-        if carried:
-            reached = self._carried[..., 4]
-            self._carried_gain, self._carried_hold = (np.divide(self._carried[..., c], reached, out=np.zeros(reached.shape), where=reached > 0)
-                                                      for c in (0, 5))
-        seen = self._carried[..., 2:4] + self._current[..., 2:4]  # log seconds, own pulls
-        # geometric mean of the arm's round times, shrunk towards its drafter's (all lengths pooled) while it has few, and
-        # that towards every arm's; no matrix product: a BLAS call wakes its thread pool, which costs more than a round
-        pooled = (seen[..., :, None, :] * self._group[None, :, :, None]).sum(axis=1)
-        every = seen.sum(axis=-2, keepdims=True)
-        drafter = (pooled[..., 0] + _SHRINK * every[..., 0] / np.maximum(every[..., 1], 1e-300)) / (pooled[..., 1] + _SHRINK)
-        self._seconds_per_round = np.exp((seen[..., 0] + _SHRINK * drafter) / (seen[..., 1] + _SHRINK))
-        # an arm is estimated once it has tokens (its own rounds or a longer arm's) and its drafter a round time
-        self._timed = (pooled[..., 1] > 0) & (self._carried[..., 1] + self._current[..., 1] > 0)
+        _kernels().refresh(self._stats, self._cache, self._layout)
 
     def rates(self) -> np.ndarray:
         """``(n_runs, n_arms)`` each arm's estimated tokens per second (0 while it has no estimate)."""
         self._ensure_state(single=False)
-        return self._estimates()[0]
+        out = np.zeros((self._n_runs, self.n_arms))
+        _kernels().rates(self._stats, self._cache, self._layout, float(self.prior_rounds), out)
+        return out
 
     def _select(self, contexts):
-        if self._n_runs == 1:
-            return np.array([self._select_one()])
-        rate, pulls = self._estimates()
-        total = np.maximum(pulls.sum(axis=1, keepdims=True), 2.0)
-        # optimism in units of the best rate: the UCB term, plus 1 / (1 + N_i) for estimates resting on a round or two
-        # (N_i: every round ever seen of the arm's tokens, carried included)
-        seen = self._carried[..., 1] + self._current[..., 1]
-        bonus = self.exploration * np.sqrt(np.log(total) / np.maximum(pulls, 1e-300)) + 1.0 / (1.0 + seen)
-        index = np.where(pulls > 0, rate + rate.max(axis=1, keepdims=True) * bonus, -np.inf)
-        # never estimated: first, the longest draft first (its round informs its drafter's shorter arms), then the lowest index
-        unseen = np.where(pulls > 0, 0.0, 1.0 + self._lengths)
-        return np.where(unseen.max(axis=1) > 0, unseen.argmax(axis=1), index.argmax(axis=1))
-
-    def _select_one(self) -> int:
-        """``_select`` for a single run in scalar Python: a round of a small model takes about a millisecond, and a
-        numpy call on arrays of a few arms costs a microsecond or more, dozens of them per round (the arrays are read
-        as Python lists, one call each)."""
-        carried, current, recent = self._carried[0].tolist(), self._current[0].tolist(), self._recent[0].tolist()
-        gains, holds = self._carried_gain[0].tolist(), self._carried_hold[0].tolist()
-        seconds, timed = self._seconds_per_round[0].tolist(), self._timed[0].tolist()
-        n_arms = self.n_arms
-        tokens, survive, rates, pulls, seen = [0.0] * n_arms, [0.0] * n_arms, [0.0] * n_arms, [0.0] * n_arms, [0.0] * n_arms
-        for i in self._order:
-            c, r, d = carried[i], current[i], recent[i]
-            seen[i] = c[1] + r[1]
-            prior = min(self.prior_rounds, c[4]) / (1.0 + r[4])
-            reached = prior + d[4]
-            gain = (prior * gains[i] + d[0]) / reached if reached > 0.0 else 0.0
-            hold = (prior * holds[i] + d[5]) / reached if reached > 0.0 else 0.0
-            p = self._previous[i]
-            tokens[i], survive[i] = (gain, hold) if p < 0 else (tokens[p] + survive[p] * gain, survive[p] * hold)
-            if timed[i]:
-                rates[i] = tokens[i] / seconds[i]
-                pulls[i] = min(self.prior_rounds, c[1]) / (1.0 + r[1]) + d[1]
-        log_total = math.log(max(sum(pulls), 2.0))
-        best_rate = max(rates)
-        unseen = [i for i, n in enumerate(pulls) if n <= 0.0]
-        if unseen:  # never estimated: first, the longest draft first, then the lowest index
-            return max(unseen, key=lambda i: (self._lengths[i], -i))
-        best, best_index = 0, -math.inf
-        for i, n in enumerate(pulls):
-            index = rates[i] + best_rate * (self.exploration * math.sqrt(log_total / n) + 1.0 / (1.0 + seen[i]))
-            if index > best_index:
-                best, best_index = i, index
-        return best
+        out = np.empty(self._n_runs, dtype=np.int64)
+        _kernels().select(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), out)
+        return out
 
     def observe(self, arm: int, tokens: float) -> "WarmThroughputUCB":
         """Count a round that ``arm`` was not played in but whose outcome is known: ``tokens`` it would have emitted.
@@ -307,84 +247,30 @@ class WarmThroughputUCB(Policy):
         self._ensure_state(single=True)
         arm = int(self._check_actions(np.asarray(arm)[None])[0])
         tokens = float(check_finite_array("tokens", np.asarray([tokens], dtype=float), (1,), type(self).__name__)[0])
-        if not 1.0 <= tokens <= self._lengths[arm] + 1.0:
-            raise InvalidInputError(f"An arm of length {self._lengths[arm]:g} emits 1 to {self._lengths[arm] + 1:g} tokens. Got {tokens!r} instead.")
-        self._observe(arm, tokens)
+        length = self._layout[arm, 0]
+        if not 1.0 <= tokens <= length + 1.0:
+            raise InvalidInputError(f"An arm of length {length:g} emits 1 to {length + 1:g} tokens. Got {tokens!r} instead.")
+        _kernels().observe(self._stats, self._cache, self._layout, arm, tokens, -1.0)
         return self
 
-    def _observe(self, arm: int, tokens: float) -> None:
-        """:meth:`observe`, trusting its inputs (the decoder's path)."""
-        self._count(arm, tokens)
-        if any(self._carried[0, j, 3] + self._current[0, j, 3] > 0 for j in self._pool[arm]):  # its drafter has a round time
-            for j, _, _ in self._informed[arm]:
-                self._timed[0, j] = True
-
-    def _count(self, arm: int, tokens: float) -> None:
-        """Add a round of ``tokens`` of ``arm`` to the token counts of the arm and of its drafter's shorter arms."""
-        current, recent = memoryview(self._current), memoryview(self._recent)
-        accepted = tokens - 1.0
-        for j, length, previous in self._informed[arm]:  # the arm, then what its drafter's shorter arms would have emitted
-            emitted = tokens if j == arm else min(accepted, length) + 1.0
-            increment = emitted - (min(accepted, previous) + 1.0 if previous >= 0.0 else 0.0)
-            reached, full = float(previous < 0.0 or accepted >= previous), float(accepted >= length)
-            for state in (recent, current):
-                state[0, j, 0] += increment
-                state[0, j, 1] += 1.0
-                state[0, j, 4] += reached
-                state[0, j, 5] += full
-
-    def _update_one(self, arm: int, tokens: float, seconds: float) -> None:
-        """``_update`` for a single run in scalar Python (see :meth:`_select_one`): only the played arm, its
-        drafter's shorter arms and the round times of its drafter's arms change."""
-        carried, current, recent = memoryview(self._carried), memoryview(self._current), memoryview(self._recent)
-        self._recent *= self.discount
-        self._count(arm, tokens)
-        log_seconds = math.log(seconds)
-        if any(carried[0, j, 3] + current[0, j, 3] > 0 for j in self._pool[arm]):  # a time to compare with: clip
-            log_seconds = min(log_seconds, math.log(self._seconds_per_round[0, arm]) + _CLIP)
-        for state in (recent, current):
-            state[0, arm, 2] += log_seconds
-            state[0, arm, 3] += 1.0
-        seen = (self._carried[0, :, 2:4] + self._current[0, :, 2:4]).tolist()  # per arm: log seconds, own pulls
-        every = sum(log for log, _ in seen) / max(sum(n for _, n in seen), 1e-300)
-        drafter = {}  # per pool (its members), the pooled time shrunk towards every arm's
-        for members in self._pools:
-            drafter[members] = (sum(seen[i][0] for i in members) + _SHRINK * every) / (sum(seen[i][1] for i in members) + _SHRINK)
-        seconds_per_round = memoryview(self._seconds_per_round)
-        for j, pool in enumerate(self._pool):  # every arm's time leans on every round's
-            seconds_per_round[0, j] = math.exp((seen[j][0] + _SHRINK * drafter[pool]) / (seen[j][1] + _SHRINK))
-        for j, _, _ in self._informed[arm]:
-            self._timed[0, j] = True
+    def _play(self, arm: int, tokens: float, seconds: float, observed: Sequence[tuple[int, float, float]] = ()) -> int:
+        """The decoder's round, trusting its inputs: ``update`` with the round, then for each ``(other, y, above)`` in
+        ``observed`` a side observation (``other`` would have emitted ``y``), counted for ``other`` and its drafter's
+        shorter arms longer than ``above`` (-1: all; a played shorter arm of the drafter has its own round), and the
+        next ``select``: one compiled call for up to two observations (one run only). Returns the next arm."""
+        self._t += 1
+        kernels = _kernels()
+        side = list(observed[:2]) + [(-1, 0.0, -1.0)] * (2 - len(observed[:2]))
+        chosen = kernels.play(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), float(self.discount),
+                              arm, tokens, seconds, *side[0], *side[1])
+        if len(observed) <= 2:
+            return chosen
+        for other, other_tokens, above in observed[2:]:
+            kernels.observe(self._stats, self._cache, self._layout, other, other_tokens, above)
+        return int(self._select(None)[0])
 
     def _update(self, actions, feedback, contexts):
-        if self._n_runs == 1:
-            self._update_one(int(actions[0]), float(feedback["tokens"][0]), float(feedback["seconds"][0]))
-            if "response_end" in feedback and feedback["response_end"][0]:
-                self.begin_response()
-            return
-        rows = np.arange(actions.shape[0])
-        tokens = feedback["tokens"]
-        # the played arm emitted `tokens`; an arm of its drafter of length k would have emitted min(accepted, k) + 1
-        accepted = tokens[:, None] - 1.0
-        previous = np.asarray(self._previous)
-        previous_length = np.where(previous >= 0, self._lengths[np.maximum(previous, 0)], -1.0)
-        emitted = np.minimum(accepted, self._lengths) + 1.0
-        emitted[rows, actions] = tokens
-        before = np.where(previous >= 0, np.minimum(accepted, previous_length) + 1.0, 0.0)
-        informed = self._shorter[actions]
-        informed[rows, actions] = True
-        delta = np.zeros(informed.shape + (6,))
-        delta[..., 0], delta[..., 1] = emitted - before, 1.0
-        delta[..., 4], delta[..., 5] = (previous < 0) | (accepted >= previous_length), accepted >= self._lengths
-        delta *= informed[..., None]
-        log_seconds = np.log(feedback["seconds"])
-        timed = ((self._carried[..., 3] + self._current[..., 3]) * self._group[actions]).sum(axis=1) > 0  # a time to compare with: clip
-        log_seconds = np.where(timed, np.minimum(log_seconds, np.log(self._seconds_per_round[rows, actions]) + _CLIP), log_seconds)
-        delta[rows, actions, 2], delta[rows, actions, 3] = log_seconds, 1.0
-        self._recent *= self.discount
-        self._recent += delta
-        self._current += delta
-        self._refresh(carried=False)
+        _kernels().learn(self._stats, self._cache, self._layout, float(self.discount), actions, feedback["tokens"], feedback["seconds"])
         if "response_end" in feedback:
             ended = np.asarray(feedback["response_end"]) != 0
             if ended.any():
@@ -411,3 +297,17 @@ class WarmThroughputUCB(Policy):
         TGDArms = ENVIRONMENTS.get("TGDArms")
 
         return [(cls(n_arms=3, seed=0), TGDArms(accept=[0.3, 0.6, 0.8], max_length=4, response_length=64, seed=1))]
+
+
+def _kernels():
+    """The compiled kernels (numba is imported on first use, and every kernel compiled then, not in a timed round)."""
+    global _KERNELS
+    if _KERNELS is None:
+        from . import _serving_numba as kernels
+
+        kernels.warm()
+        _KERNELS = kernels
+    return _KERNELS
+
+
+_KERNELS = None

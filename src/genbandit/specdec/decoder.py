@@ -336,14 +336,23 @@ class SpeculativeDecoder:
                 r_max = (self.max_length + 1) / max(time.perf_counter() - t0, 1e-9)
                 crop_cache(cache, len(ids) - 1)
             result.prefill_seconds = time.perf_counter() - start
-            # side observations: under greedy decoding, a copier's draft (free to make) compared with what the round emitted
-            # tells what the copier's arms would have emitted; per copier, its arms from the shortest
+            # side observations: under greedy decoding a copier's draft is a function of the text and free to make. Taken at
+            # the start of every round that does not play the copier's longest arm and compared with the text once the text
+            # covers or refutes it (in this round or a later one), it tells exactly what that arm, and each shorter arm of
+            # the copier, would have emitted there (those up to the played length, when the copier itself played, have the
+            # round already); per copier: its longest arm
             copiers = [] if self.temperature != 0 or not timed or not hasattr(policy, "observe") else \
-                [(name, sorted((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length))
+                [(name, max((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length))
                  for name, drafter in self.drafters.items() if drafter.copier]
+            pending: list[tuple[int, float, int, list[int]]] = []  # (the copier's longest arm, above, where its draft starts, draft)
+            for name, _ in copiers:  # index the prompt now: its first round would carry that cost, and the policy the wrong time
+                self.drafters[name].propose(ids, 1)
+            # a policy with `_play` learns from the round and its side observations and chooses the next arm in one call
+            play = getattr(policy, "_play", None) if timed else None
+            a = fixed if play is None else int(policy._select(None)[0])
             while len(result.tokens) < max_new_tokens and len(ids) <= self.max_positions:
-                # the policy's trusted path (as in the simulator): the decoder's feedback is valid by construction
-                a = fixed if policy is None else int(policy._select(None)[0])
+                if policy is not None and play is None:  # the policy's trusted path (as in the simulator)
+                    a = int(policy._select(None)[0])
                 chosen = self.arms[a]
                 remaining = max_new_tokens - len(result.tokens)
                 k = min(chosen.length, remaining - 1, self.max_positions - len(ids))
@@ -352,25 +361,34 @@ class SpeculativeDecoder:
                 if k > 0:
                     draft = self.drafters[chosen.drafter].propose(ids, k, temperature=self.temperature, generator=generator)
                     draft.tokens = [int(t) for t in draft.tokens[:k]]
-                side = [(arms, self.drafters[name].propose(ids, self.arms[arms[-1]].length).tokens) for name, arms in copiers if name != chosen.drafter]
                 emitted, cache = self._verify(ids, draft, cache, generator)
                 if self.eos_token_id is not None and self.eos_token_id in emitted:
                     emitted = emitted[: emitted.index(self.eos_token_id) + 1]
                 emitted = emitted[:remaining]
+                seconds = time.perf_counter() - t0  # the round's own time: the side drafts below are not the arm's cost
+                start_of_round = len(ids)
+                pending += [(longest, float(chosen.length) if name == chosen.drafter else -1.0, start_of_round,
+                             self.drafters[name].propose(ids, self.arms[longest].length).tokens) for name, longest in copiers if longest != a]
                 ids.extend(emitted)
                 result.tokens.extend(emitted)
-                seconds = time.perf_counter() - t0
+                observed = []
+                for item in list(pending):
+                    longest, above, at, copy = item
+                    known = ids[at: at + len(copy)]
+                    accepted = next((j for j, (x, y) in enumerate(zip(copy, known)) if x != y), len(known))
+                    if accepted < len(known) or len(known) == len(copy):  # refuted or covered: exact
+                        observed.append((longest, min(accepted, self.arms[longest].length) + 1.0, above))
+                        pending.remove(item)
                 result.arms.append(a)
                 result.emitted.append(len(emitted))
                 result.round_seconds.append(seconds)
-                if timed:
+                if play is not None:
+                    a = play(a, float(len(emitted)), max(seconds, 1e-9), observed)
+                elif timed:
                     policy._learn(np.array([a]), {"tokens": np.array([float(len(emitted))]), "seconds": np.array([max(seconds, 1e-9)])}, None)
-                    for arms, copy in side:  # the longest arm whose draft the emitted tokens cover: exactly what it would have emitted
-                        fits = [i for i in arms if self.arms[i].length <= len(emitted)]
-                        if fits:
-                            length = self.arms[fits[-1]].length
-                            accepted = next((j for j in range(length) if j >= len(copy) or copy[j] != emitted[j]), length)
-                            policy._observe(fits[-1], accepted + 1.0)
+                    for other, tokens, above in observed:  # a longer arm of the played drafter: its shorter arms have the round
+                        if above < 0:
+                            policy.observe(other, tokens)
                 elif policy is not None:
                     y = float(len(emitted))
                     if r_max is not None:

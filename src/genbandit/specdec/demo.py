@@ -148,6 +148,9 @@ def run_demo(
     methods = list(others) + ["fixed:" + label for label in labels] + list(policies)
     # one serving chain per repetition: a policy that carries state sees every prompt once, in order
     chains = {(name, r): decoder.make_policy(name, seed=r) for name in policies for r in range(repeats)}
+    log("preparing the policies (the serving policy's kernels compile on first use, once per install: seconds)")
+    for chain in chains.values():
+        chain.reset()  # allocates the state (and compiles what a policy compiles) before anything is timed
     log(f"arms: {', '.join(labels)} (L = {decoder.max_length}); policies: {', '.join(policies)}; "
         f"{len(prompts)} prompts x {len(methods)} methods x {repeats} repetitions, {max_new_tokens} new tokens each")
 
