@@ -26,43 +26,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .demo_training import DEMO_PROMPTS
+
 __all__ = ["run_demo", "cached_demo_table", "report_section", "default_out_dir", "DEMO_PROMPTS", "LENGTHS", "DemoLog"]
 
 RESULTS_FILE = "table.md"
 LENGTHS = (3, 6)
 KINDS = {"code": "copy-heavy code", "text": "free text"}
 
-#: (kind, text), copy-heavy and free-text prompts alternating as they would reach a server.
-DEMO_PROMPTS: list[tuple[str, str]] = [
-    (
-        "code",
-        "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
-        "    def __repr__(self):\n        return 'Point(%r, %r)' % (self.x, self.y)\n\n"
-        "class Vector:\n    def __init__(self, x, y):\n",
-    ),
-    ("text", '"""Return a new list containing the elements of the sequence'),
-    (
-        "code",
-        "def add(self, other):\n    if not isinstance(other, Number):\n        return NotImplemented\n"
-        "    return self.value + other.value\n\n"
-        "def sub(self, other):\n    if not isinstance(other, Number):\n",
-    ),
-    ("text", "# This module provides functions for reading and writing"),
-    (
-        "code",
-        "    def test_lower(self):\n        self.assertEqual('ABC'.lower(), 'abc')\n\n"
-        "    def test_upper(self):\n        self.assertEqual('abc'.upper(), 'ABC')\n\n"
-        "    def test_title(self):\n",
-    ),
-    ("text", '    """Raised when the connection to the server is'),
-    (
-        "code",
-        "import os\nimport sys\n\ndef main(argv=None):\n    if argv is None:\n        argv = sys.argv[1:]\n"
-        "    for name in argv:\n        if os.path.isdir(name):\n            print(name)\n\n"
-        "# the same function, with a different loop variable\ndef main(argv=None):\n",
-    ),
-    ("text", "The default value of the timeout is used when no"),
-]
 
 
 def default_out_dir() -> Path:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["TARGET_CONFIG", "DRAFT_CONFIG", "TRAIN", "SHIPPED_DIR", "corpus_texts", "train_tokenizer", "corpus", "build_model",
+__all__ = ["DEMO_PROMPTS", "TARGET_CONFIG", "DRAFT_CONFIG", "TRAIN", "SHIPPED_DIR", "corpus_texts", "train_tokenizer", "corpus", "build_model",
            "train_models", "prepare", "train_model", "finish", "load_models", "load_tokenizer", "byte_lengths", "held_out_loss",
            "distinct_ngram_share", "greedy_quality", "QUALITY_PROMPTS"]
 
@@ -46,6 +46,38 @@ EOS = "<|endoftext|>"
 #: tokens, the context the demo decodes in.
 TRAIN = dict(vocab_size=4096, target=dict(steps=1800, long_steps=200), draft=dict(steps=1000, long_steps=100), batch=16, block=128,
              long_batch=4, long_block=512, lr=2e-3, warmup=40, seed=0, threads=1, corpus_bytes=6_000_000)
+
+#: (kind, text), copy-heavy and free-text prompts alternating as they would reach a server.
+DEMO_PROMPTS: list[tuple[str, str]] = [
+    (
+        "code",
+        "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+        "    def __repr__(self):\n        return 'Point(%r, %r)' % (self.x, self.y)\n\n"
+        "class Vector:\n    def __init__(self, x, y):\n",
+    ),
+    ("text", '"""Return a new list containing the elements of the sequence'),
+    (
+        "code",
+        "def add(self, other):\n    if not isinstance(other, Number):\n        return NotImplemented\n"
+        "    return self.value + other.value\n\n"
+        "def sub(self, other):\n    if not isinstance(other, Number):\n",
+    ),
+    ("text", "# This module provides functions for reading and writing"),
+    (
+        "code",
+        "    def test_lower(self):\n        self.assertEqual('ABC'.lower(), 'abc')\n\n"
+        "    def test_upper(self):\n        self.assertEqual('abc'.upper(), 'ABC')\n\n"
+        "    def test_title(self):\n",
+    ),
+    ("text", '    """Raised when the connection to the server is'),
+    (
+        "code",
+        "import os\nimport sys\n\ndef main(argv=None):\n    if argv is None:\n        argv = sys.argv[1:]\n"
+        "    for name in argv:\n        if os.path.isdir(name):\n            print(name)\n\n"
+        "# the same function, with a different loop variable\ndef main(argv=None):\n",
+    ),
+    ("text", "The default value of the timeout is used when no"),
+]
 
 #: Prompts whose greedy continuations measure degeneration (free text and code, none of them in the demo's prompt set).
 QUALITY_PROMPTS = [
@@ -269,8 +301,6 @@ def finish(out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held
            log: Callable[[str], None] = print) -> dict:
     """The last stage of :func:`train_models`: the saved models measured, ``training.json`` written."""
     import torch
-
-    from .demo import DEMO_PROMPTS
 
     lengths = byte_lengths(tokenizer)
     record = {"recipe": recipe, "corpus_tokens": len(data), "corpus_bytes": int(lengths[data].sum()),
