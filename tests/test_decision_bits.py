@@ -8,7 +8,8 @@ runs through ``select_batch``/``update_batch``, with and without a budget, must 
 decisions, the recorded propensities and a final state (every learned array, the recurring-prompt cells and
 the generator's next number) whose bytes hash to the recorded digests.
 
-``tests/data/decision_replays.npz`` was recorded by the code before the restructuring. It holds for
+``tests/data/decision_replays.npz`` was recorded by the code before the restructuring (EvidenceThompson's
+entries again when its base draw took the adjusted mean's full variance; RFF-UCB's came out the same). It holds for
 this platform's floating point (x86-64, the pinned NumPy and its OpenBLAS); a change meant to alter the
 statistics re-records it: ``PYTHONPATH=src python tests/test_decision_bits.py``.
 """

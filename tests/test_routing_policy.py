@@ -51,6 +51,31 @@ def test_online_moments_and_inverse_equal_a_direct_solve():
     assert policy._gamma[0, 0] > 3 * max(policy._gamma[0, 1], 0.5)
 
 
+def test_context_free_draw_takes_the_variance_of_its_regression_adjustment():
+    """The context-free mean of a model played only on some prompts is adjusted to every prompt seen, and its variance is
+    the posterior variance at the mean feature seen (PRML eq. 3.59), by a dense solve; for the model sent one corner of the
+    prompts the adjustment's own uncertainty is most of it (the intercept's variance alone froze such a model out)."""
+    rng = np.random.default_rng(2)
+    d, n = 4, 400
+    policy = EvidenceThompson(n_arms=2, n_features=d, n_components=30, bandwidth_sample=16, max_prompts=0, seed=0)
+    X = _unit_rows(rng, n, d)
+    arms = (X[:, 0] > 0.5).astype(int)  # model 1 sees only the prompts of one corner, as overrides send it
+    y = 0.8 - 0.3 * X[:, 0] + 0.1 * rng.normal(size=n)
+    for i in range(n):
+        policy.update(int(arms[i]), float(y[i]), context=X[i])
+    x = _unit_rows(rng, 1, d)
+    _, _, value, spread, noise, _, _ = policy._scores(x)
+    seen = policy._features_one(0, X).mean(0)
+    for g in range(2):
+        phibar, theta, Ainv = _direct(policy, X, arms, y, g)
+        k = (arms == g).sum()
+        intercept = (y.mean() + k * y[arms == g].mean()) / (k + 1)  # one pseudo-round at the mean over models
+        zbar = seen - phibar
+        assert value[0, g] == pytest.approx(intercept + zbar @ theta, abs=1e-8)
+        assert spread[0, g] == pytest.approx(noise[0, g] * (1.0 / (k + 1) + zbar @ Ainv @ zbar), rel=1e-8)
+    assert spread[0, 1] > 3.0 * noise[0, 1] / ((arms == 1).sum() + 1)
+
+
 def test_evidence_ridge_finds_noise_and_switches_slopes_off_without_signal():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(400, 10))

@@ -97,7 +97,7 @@ def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, bandwidth, arms, r
 
 
 @njit(cache=True, nogil=True)
-def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_dof, tiny, out):  # pragma: no cover - compiled
+def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, Cinv, theta, terms, prior_dof, tiny, out):  # pragma: no cover - compiled
     """Each model's noise variance, context-free mean and its variance, and posterior mean and variance at the prompt.
 
     Per run, with ``n_g`` rounds of model ``g``: the noise ``(prior_dof s2_pool + dof_g s2_g) / (prior_dof + dof_g)``,
@@ -106,13 +106,16 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_
     any model has two rounds); the intercept ``b_g = (grand + n_g ybar_g) / (n_g + 1)`` with one
     pseudo-round at the mean over models; at the prompt ``mean = b_g + z'theta_g`` and
     ``var = noise (1 / (n_g + 1) + max(z'h, 0))``; context-free, ``value = b_g + (seen - phibar_g)'theta_g``
-    with ``seen`` the mean feature of every prompt seen, and ``spread = noise / (n_g + 1)``.
+    with ``seen`` the mean feature of every prompt seen, and its posterior variance ``spread = noise (1 / (n_g + 1) +
+    zbar' (C_g + lambda_g I)^-1 zbar)``, ``zbar = seen - phibar_g`` (PRML eq. 3.59 at the mean feature seen: the
+    adjustment's own uncertainty counts; ``zbar = 0`` while the bandwidth is not set and the features are 0).
     ``lin, quad = terms`` from :func:`prompt_terms`; into ``out`` ``(5, R, G)``: ``(mean, var, value, spread, noise)``.
     """
     R, G, D = phibar.shape
     lin, quad = terms[0], terms[1]
     mean, var, value, spread, noise = out[0], out[1], out[2], out[3], out[4]
     seen = np.empty(D)
+    zbar = np.empty(D)
     for r in range(R):
         within = 0.0
         total = 0.0
@@ -144,9 +147,10 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_
             var[r, g] = noise[r, g] * (1.0 / weight + max(quad[r, g], 0.0))
             adjust = 0.0
             for k in range(D):
-                adjust += (seen[k] - phibar[r, g, k]) * theta[r, g, k]
+                zbar[k] = seen[k] - phibar[r, g, k]
+                adjust += zbar[k] * theta[r, g, k]
             value[r, g] = b + adjust
-            spread[r, g] = noise[r, g] / weight
+            spread[r, g] = noise[r, g] * (1.0 / weight + max(np.dot(zbar, np.dot(Cinv[r, g], zbar)), 0.0))
 
 
 @njit(cache=True, nogil=True)
@@ -156,7 +160,7 @@ def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta
     ``r`` was never played; returns whether any was not."""
     terms = np.empty((2, n.shape[0], n.shape[1]))
     prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, zh, terms)
-    scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, theta, terms, prior_dof, tiny, out)
+    scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, Cinv, theta, terms, prior_dof, tiny, out)
     fresh = False
     for r in range(n.shape[0]):
         for g in range(n.shape[1]):

@@ -121,8 +121,15 @@ class EvidenceThompson(_PerDecisionCache, Policy):
        Agrawal & Goyal 2012): each model's mean over every prompt seen (``b_g`` plus the slopes at
        the mean feature of all prompts minus ``phibar_g``, a regression adjustment, so a model
        played on hard prompts does not look worse than it is), drawn from the Beta law with that
-       mean and variance on the observed reward range (its skewed tail keeps a model whose first
-       outcomes were unlucky in play, where a Gaussian draw would freeze it out);
+       mean and its posterior variance on the observed reward range (its skewed tail keeps a model
+       whose first outcomes were unlucky in play, where a Gaussian draw would freeze it out). The
+       variance is that of the adjusted mean, ``s2_g (1/(n_g + 1) + zbar' (C_g + lambda_g I)^-1
+       zbar)`` with ``zbar`` the mean feature seen minus ``phibar_g`` (PRML eq. 3.59 at the mean
+       feature seen), not the intercept's alone: the ridge slopes, shrunk, undo only part of the
+       selection, so a model the overrides sent prompts hard for every model is still biased low,
+       and with the intercept's variance alone its draw was too narrow to cover that bias and it
+       was rarely drawn again (on the real ParetoBandit stream, the orders that settled on the
+       second-best model: docs/router.md);
     2. the model of largest posterior mean at this prompt replaces the base choice when it is
        better by ``override_z`` posterior standard deviations of the difference (by the larger of
        ``2 override_z`` and the Gaussian UCB width ``sqrt(2 log t)`` when it is the context-free
@@ -305,7 +312,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         few outcomes happened to agree from looking certain, so it is not frozen out. The
         context-free mean is each model's mean over every prompt seen, not only over the prompts it
         was played on (a regression adjustment: a model chosen on hard prompts by the overrides would
-        otherwise look worse than it is). A recurring prompt's own outcomes then update ``mean`` and ``var``.
+        otherwise look worse than it is), its variance ``spread`` that of the adjusted mean, the slopes'
+        uncertainty included. A recurring prompt's own outcomes then update ``mean`` and ``var``.
         """
         _, out, _, _, keys, _ = cached
         mean, var, value, spread, noise = out
