@@ -9,7 +9,8 @@ decisions, the recorded propensities and a final state (every learned array, the
 the generator's next number) whose bytes hash to the recorded digests.
 
 ``tests/data/decision_replays.npz`` was recorded by the code before the restructuring (EvidenceThompson's
-entries again when its base draw took the adjusted mean's full variance; RFF-UCB's came out the same). It holds for
+entries again when its base draw took the adjusted mean's full variance, and when ``Cinv z`` and ``Cinv zbar`` became one
+two-column product: every decision the same, propensities within 1e-12; RFF-UCB's came out the same). It holds for
 this platform's floating point (x86-64, the pinned NumPy and its OpenBLAS); a change meant to alter the
 statistics re-records it: ``PYTHONPATH=src python tests/test_decision_bits.py``.
 """

@@ -31,26 +31,47 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, zh, terms):  # pragma: no cover - compiled
-    """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h`` of every run and model; into ``terms`` ``(2, R, G)``: ``z'theta`` and ``z'h``.
+def prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, theta, zh, terms):  # pragma: no cover - compiled
+    """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and model; into ``terms`` ``(4, R, G)``:
+    ``z'theta``, ``z'h``, and at ``zbar = seen - phibar_g`` (``seen`` the mean feature of every prompt seen,
+    ``sum_g n_g phibar_g / sum_g n_g``) ``zbar'theta`` and ``zbar' Cinv zbar``.
 
-    ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not set yet).
+    ``Cinv z`` and ``Cinv zbar`` come from one product with the two columns ``[z, zbar]``, so each model's
+    ``Cinv`` is read once per decision (the products are memory bound). ``phi`` is zero in the runs whose
+    ``bandwidth`` is 0 (not set yet).
     """
     R, G, D = phibar.shape
-    z, h, lin, quad = zh[0], zh[1], terms[0], terms[1]
+    z, h, lin, quad, adjust, quad_seen = zh[0], zh[1], terms[0], terms[1], terms[2], terms[3]
     phi = np.empty(D)
+    seen = np.empty(D)
+    pair = np.empty((D, 2))
     for r in range(R):
         phi[:] = 0.0
         if bandwidth[r] > 0:
             proj = np.dot(freq[r], contexts[r])  # BLAS gemv, as numpy's
             for k in range(D):
                 phi[k] = scale * math.cos(proj[k] + phase[r, k])
+        rounds = 0.0
+        seen[:] = 0.0
+        for g in range(G):
+            rounds += n[r, g]
+            for k in range(D):
+                seen[k] += n[r, g] * phibar[r, g, k]
+        seen /= max(rounds, 1.0)
         for g in range(G):
             for k in range(D):
                 z[r, g, k] = phi[k] - phibar[r, g, k]
-            h[r, g] = np.dot(Cinv[r, g], z[r, g])
-            lin[r, g] = np.dot(z[r, g], theta[r, g])
-            quad[r, g] = np.dot(z[r, g], h[r, g])
+                pair[k, 0] = z[r, g, k]
+                pair[k, 1] = seen[k] - phibar[r, g, k]
+            both = np.dot(Cinv[r, g], pair)  # BLAS gemm: Cinv [z, zbar]
+            lin_g, quad_g, adjust_g, quad_seen_g = 0.0, 0.0, 0.0, 0.0
+            for k in range(D):
+                h[r, g, k] = both[k, 0]
+                lin_g += pair[k, 0] * theta[r, g, k]
+                quad_g += pair[k, 0] * both[k, 0]
+                adjust_g += pair[k, 1] * theta[r, g, k]
+                quad_seen_g += pair[k, 1] * both[k, 1]
+            lin[r, g], quad[r, g], adjust[r, g], quad_seen[r, g] = lin_g, quad_g, adjust_g, quad_seen_g
 
 
 @njit(cache=True, nogil=True)
@@ -97,7 +118,7 @@ def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, bandwidth, arms, r
 
 
 @njit(cache=True, nogil=True)
-def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, Cinv, theta, terms, prior_dof, tiny, out):  # pragma: no cover - compiled
+def scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out):  # pragma: no cover - compiled
     """Each model's noise variance, context-free mean and its variance, and posterior mean and variance at the prompt.
 
     Per run, with ``n_g`` rounds of model ``g``: the noise ``(prior_dof s2_pool + dof_g s2_g) / (prior_dof + dof_g)``,
@@ -109,13 +130,11 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, Cinv, theta, terms, 
     with ``seen`` the mean feature of every prompt seen, and its posterior variance ``spread = noise (1 / (n_g + 1) +
     zbar' (C_g + lambda_g I)^-1 zbar)``, ``zbar = seen - phibar_g`` (PRML eq. 3.59 at the mean feature seen: the
     adjustment's own uncertainty counts; ``zbar = 0`` while the bandwidth is not set and the features are 0).
-    ``lin, quad = terms`` from :func:`prompt_terms`; into ``out`` ``(5, R, G)``: ``(mean, var, value, spread, noise)``.
+    ``terms`` from :func:`prompt_terms`; into ``out`` ``(5, R, G)``: ``(mean, var, value, spread, noise)``.
     """
-    R, G, D = phibar.shape
-    lin, quad = terms[0], terms[1]
+    R, G = n.shape
+    lin, quad, adjust, quad_seen = terms[0], terms[1], terms[2], terms[3]
     mean, var, value, spread, noise = out[0], out[1], out[2], out[3], out[4]
-    seen = np.empty(D)
-    zbar = np.empty(D)
     for r in range(R):
         within = 0.0
         total = 0.0
@@ -132,11 +151,6 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, Cinv, theta, terms, 
             half = (ymax[r] - ymin[r]) / 2.0
             pool = max(half * half, tiny)
         grand = weighted / max(rounds, 1.0)
-        seen[:] = 0.0
-        for g in range(G):
-            for k in range(D):
-                seen[k] += n[r, g] * phibar[r, g, k]
-        seen /= max(rounds, 1.0)
         for g in range(G):
             dof = max(n[r, g] - 1.0 - gamma[r, g], 0.0)
             s2 = fitted[r, g] if fitted[r, g] > 0 else syy[r, g] / max(n[r, g] - 1.0, 1.0)
@@ -145,12 +159,8 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, Cinv, theta, terms, 
             b = (grand + n[r, g] * ybar[r, g]) / weight
             mean[r, g] = b + lin[r, g]
             var[r, g] = noise[r, g] * (1.0 / weight + max(quad[r, g], 0.0))
-            adjust = 0.0
-            for k in range(D):
-                zbar[k] = seen[k] - phibar[r, g, k]
-                adjust += zbar[k] * theta[r, g, k]
-            value[r, g] = b + adjust
-            spread[r, g] = noise[r, g] * (1.0 / weight + max(np.dot(zbar, np.dot(Cinv[r, g], zbar)), 0.0))
+            value[r, g] = b + adjust[r, g]
+            spread[r, g] = noise[r, g] * (1.0 / weight + max(quad_seen[r, g], 0.0))
 
 
 @njit(cache=True, nogil=True)
@@ -158,9 +168,9 @@ def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta
                     zh, out, untried):  # pragma: no cover - compiled
     """:func:`prompt_terms` then :func:`scores` of each run's context, and into ``untried`` ``(R, G)`` whether model ``g`` of run
     ``r`` was never played; returns whether any was not."""
-    terms = np.empty((2, n.shape[0], n.shape[1]))
-    prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, zh, terms)
-    scores(n, ybar, syy, fitted, gamma, ymin, ymax, phibar, Cinv, theta, terms, prior_dof, tiny, out)
+    terms = np.empty((4, n.shape[0], n.shape[1]))
+    prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, theta, zh, terms)
+    scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
     fresh = False
     for r in range(n.shape[0]):
         for g in range(n.shape[1]):
