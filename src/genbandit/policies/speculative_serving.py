@@ -90,6 +90,8 @@ __all__ = ["WarmThroughputUCB"]
 _PER_RESPONSE = 4.0
 #: The state's columns of an arm's tokens (counted in rounds), as opposed to its round times (counted in own pulls).
 _TOKENS = [0, 1, 4, 5]
+#: A side observation slot of the decoder's round call left empty (no arm).
+_NO_OBSERVATION = (-1, 0.0, -1.0)
 
 
 @register_policy("warm-throughput-ucb")
@@ -260,10 +262,10 @@ class WarmThroughputUCB(Policy):
         next ``select``: one compiled call for up to two observations (one run only). Returns the next arm."""
         self._t += 1
         kernels = _kernels()
-        side = list(observed[:2]) + [(-1, 0.0, -1.0)] * (2 - len(observed[:2]))
-        chosen = kernels.play(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), float(self.discount),
-                              arm, tokens, seconds, *side[0], *side[1])
-        if len(observed) <= 2:
+        n = len(observed)
+        chosen = kernels.play_compiled(self._stats, self._cache, self._layout, self.prior_rounds, self.exploration, self.discount, arm,
+                                       tokens, seconds, *(observed[0] if n else _NO_OBSERVATION), *(observed[1] if n > 1 else _NO_OBSERVATION))
+        if n <= 2:
             return chosen
         for other, other_tokens, above in observed[2:]:
             kernels.observe(self._stats, self._cache, self._layout, other, other_tokens, above)

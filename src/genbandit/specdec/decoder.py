@@ -340,13 +340,15 @@ class SpeculativeDecoder:
             # the start of every round that does not play the copier's longest arm and compared with the text once the text
             # covers or refutes it (in this round or a later one), it tells exactly what that arm, and each shorter arm of
             # the copier, would have emitted there (those up to the played length, when the copier itself played, have the
-            # round already); per copier: its longest arm
+            # round already); per copier: its name, the drafter, its longest arm and that arm's length
             copiers = [] if self.temperature != 0 or not timed or not hasattr(policy, "observe") else \
-                [(name, max((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length))
-                 for name, drafter in self.drafters.items() if drafter.copier]
-            pending: list[tuple[int, float, int, list[int]]] = []  # (the copier's longest arm, above, where its draft starts, draft)
-            for name, _ in copiers:  # index the prompt now: its first round would carry that cost, and the policy the wrong time
-                self.drafters[name].propose(ids, 1)
+                [(name, drafter, longest, self.arms[longest].length) for name, drafter in self.drafters.items() if drafter.copier
+                 for longest in [max((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length)]]
+            # per side draft not yet covered or refuted by the text: (the copier's longest arm, its length, above, where the draft
+            # starts, the draft)
+            pending: list[tuple[int, int, float, int, list[int]]] = []
+            for _, drafter, _, _ in copiers:  # index the prompt now: its first round would carry that cost, and the policy the wrong time
+                drafter.propose(ids, 1)
             # a policy with `_play` learns from the round and its side observations and chooses the next arm in one call
             play = getattr(policy, "_play", None) if timed else None
             a = fixed if play is None else int(policy._select(None)[0])
@@ -366,19 +368,26 @@ class SpeculativeDecoder:
                     emitted = emitted[: emitted.index(self.eos_token_id) + 1]
                 emitted = emitted[:remaining]
                 seconds = time.perf_counter() - t0  # the round's own time: the side drafts below are not the arm's cost
-                start_of_round = len(ids)
-                pending += [(longest, float(chosen.length) if name == chosen.drafter else -1.0, start_of_round,
-                             self.drafters[name].propose(ids, self.arms[longest].length).tokens) for name, longest in copiers if longest != a]
+                for name, drafter, longest, length in copiers:
+                    if longest != a:
+                        pending.append((longest, length, float(chosen.length) if name == chosen.drafter else -1.0, len(ids),
+                                        drafter.propose(ids, length).tokens))
                 ids.extend(emitted)
                 result.tokens.extend(emitted)
                 observed = []
-                for item in list(pending):
-                    longest, above, at, copy = item
-                    known = ids[at: at + len(copy)]
-                    accepted = next((j for j, (x, y) in enumerate(zip(copy, known)) if x != y), len(known))
-                    if accepted < len(known) or len(known) == len(copy):  # refuted or covered: exact
-                        observed.append((longest, min(accepted, self.arms[longest].length) + 1.0, above))
-                        pending.remove(item)
+                if pending:
+                    waiting = []
+                    for item in pending:  # in the order drafted
+                        longest, length, above, at, copy = item
+                        end = min(len(copy), len(ids) - at)  # the draft's tokens the text has reached
+                        accepted = 0
+                        while accepted < end and copy[accepted] == ids[at + accepted]:
+                            accepted += 1
+                        if accepted < end or end == len(copy):  # refuted or covered: exact
+                            observed.append((longest, min(accepted, length) + 1.0, above))
+                        else:
+                            waiting.append(item)
+                    pending = waiting
                 result.arms.append(a)
                 result.emitted.append(len(emitted))
                 result.round_seconds.append(seconds)

@@ -85,13 +85,14 @@ class PromptLookupDrafter(Drafter):
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
         if k <= 0:
             return Draft([])
-        plen = getattr(self, "_prompt_len", len(ids))
-        if self._index is None:
-            self._index = self._build(list(ids[:plen]))
-        for n in range(min(self.max_ngram, len(ids)), self.min_ngram - 1, -1):
-            end = self._index.get(tuple(ids[len(ids) - n :]))
+        index = self._index
+        if index is None:
+            index = self._index = self._build(list(ids[: self._prompt_len]))
+        size = len(ids)
+        for n in range(min(self.max_ngram, size), self.min_ngram - 1, -1):
+            end = index.get(tuple(ids[size - n :]))
             if end is not None:
-                return Draft([int(t) for t in ids[end : min(end + k, plen)]])
+                return Draft([int(t) for t in ids[end : min(end + k, self._prompt_len)]])
         return Draft([])
 
 
