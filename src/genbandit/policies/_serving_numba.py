@@ -17,8 +17,8 @@ caches cold, that was about 0.6 us an argument here):
 
 :func:`select` and :func:`rates` (the choice and the rates it rests on), :func:`learn` (one round
 per run), :func:`observe` (a side observation), :func:`play` (the decoder's round: learn, the
-side observations, the next choice, in one call; :data:`play_compiled` calls it without the dispatcher) and
-:func:`refresh` (after a new response). The formulas are the class docstring's.
+side observations, the next choice, in one call) and :func:`refresh` (after a new response). The
+formulas are the class docstring's.
 """
 
 from __future__ import annotations
@@ -216,12 +216,3 @@ def warm() -> None:
     play(stats, cache, layout, 8.0, 0.1, 0.97, 1, 1.0, 1.0, -1, 0.0, -1.0, -1, 0.0, -1.0)
     select(stats, cache, layout, 8.0, 0.1, out)
     rates(stats, cache, layout, 8.0, np.zeros((1, 2)))
-    global play_compiled
-    play_compiled = play.overloads[play.signatures[0]].entry_point
-
-
-#: :func:`play`'s machine code for the argument types of :func:`warm` (C-contiguous float64 arrays, then floats and
-#: ints), called without the dispatcher's type resolution: right after the target's forward pass (caches cold) a
-#: call through the dispatcher took 14 us here, one of this entry point 7 us. The policy owns the arrays and passes
-#: exactly these types.
-play_compiled = None

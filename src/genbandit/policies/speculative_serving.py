@@ -263,8 +263,10 @@ class WarmThroughputUCB(Policy):
         self._t += 1
         kernels = _kernels()
         n = len(observed)
-        chosen = kernels.play_compiled(self._stats, self._cache, self._layout, self.prior_rounds, self.exploration, self.discount, arm,
-                                       tokens, seconds, *(observed[0] if n else _NO_OBSERVATION), *(observed[1] if n > 1 else _NO_OBSERVATION))
+        first = observed[0] if n else _NO_OBSERVATION
+        second = observed[1] if n > 1 else _NO_OBSERVATION
+        chosen = kernels.play(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), float(self.discount),
+                              arm, tokens, seconds, *first, *second)
         if n <= 2:
             return chosen
         for other, other_tokens, above in observed[2:]:
