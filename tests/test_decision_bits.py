@@ -2,16 +2,17 @@
 
 The compiled select and update of :class:`~genbandit.policies.routing.EvidenceThompson` and
 :class:`~genbandit.policies.kernel.RFFUCB` are restructured for speed only: on the real ParetoBandit
-stream (its prompts' 384-d embeddings and its three LLMs' logged rewards and costs), 3,000 rounds of
-one run through the public ``probabilities``/``select``/``update`` (the router's calls) and of three
-runs through ``select_batch``/``update_batch``, with and without a budget, must give the recorded
-decisions, the recorded propensities and a final state (every learned array, the recurring-prompt cells and
-the generator's next number) whose bytes hash to the recorded digests.
+stream (its 3,609 prompts as hashed-word vectors, see ``_stream``, and its three LLMs' logged rewards
+and costs), 3,000 rounds of one run through the public ``probabilities``/``select``/``update`` (the
+router's calls) and of three runs through ``select_batch``/``update_batch``, with and without a
+budget, must give the recorded decisions, the recorded propensities and a final state (every learned
+array, the recurring-prompt cells and the generator's next number) whose bytes hash to the recorded
+digests.
 
-``tests/data/decision_replays.npz`` was recorded by the code before the restructuring (EvidenceThompson's
-entries again when its base draw took the adjusted mean's full variance, and when ``Cinv z`` and ``Cinv zbar`` became one
-two-column product: every decision the same, propensities within 1e-12; RFF-UCB's came out the same). It holds for
-this platform's floating point (x86-64, the pinned NumPy and its OpenBLAS); a change meant to alter the
+``tests/data/decision_replays.npz`` was recorded by the released code; the restructurings before it
+were checked the same way on the prompts' MiniLM embeddings (every decision the same), which this
+test no longer uses because their last bits depend on the embedding backend. It holds for this
+platform's floating point (x86-64, the pinned NumPy and its OpenBLAS); a change meant to alter the
 statistics re-records it: ``PYTHONPATH=src python tests/test_decision_bits.py``.
 """
 
@@ -42,10 +43,22 @@ CASES = {
 
 
 def _stream():
-    from genbandit.envs.prompts import ParetoBanditReplay
+    """The real stream's prompts as hashed-word vectors (each lower-cased word adds 1 to one of 384 coordinates, by CRC-32;
+    unit norm), with its logged rewards and mean costs: contexts that carry the prompts' word overlap and depend on no
+    embedding model, whose backend and build would move the last bits of every context."""
+    import zlib
 
-    env = ParetoBanditReplay()
-    return env.embeddings(), env.utilities(), np.nanmean(env._data[2], axis=2)
+    from genbandit.envs.prompts import load_paretobandit
+
+    prompts, rewards, costs, _, _ = load_paretobandit()
+    X = np.zeros((len(prompts), 384))
+    for i, text in enumerate(prompts):
+        for word in text.lower().split():
+            X[i, zlib.crc32(word.encode()) % 384] += 1.0
+    X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    R = np.asarray(rewards, dtype=float)
+    C = np.asarray(costs, dtype=float)
+    return X, R, (C if C.ndim == 2 else np.nanmean(C, axis=2))
 
 
 def _digest(policy) -> dict[str, str]:
