@@ -29,13 +29,10 @@ import sys
 import time
 
 import numpy as np
-import torch
 
 from genbandit.policies.speculative_serving import WarmThroughputUCB
-from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
 from genbandit.specdec.decoder import SERVING_POLICY
-from genbandit.specdec.demo import DEMO_PROMPTS, LENGTHS
-from genbandit.specdec.demo_training import SHIPPED_DIR, load_models, load_tokenizer
+from genbandit.specdec.demo import DEMO_PROMPTS, shipped_decoder
 
 FIXED = "suffix:6"
 METHODS = ["fixed", "forced", "no-side", "serving"]
@@ -68,11 +65,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    target, draft = load_models(SHIPPED_DIR)
-    tok = load_tokenizer(SHIPPED_DIR)
-    drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
-    decoder = SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=tok.eos_token_id)
+    decoder, tok = shipped_decoder()
     fixed = decoder.arm_index(FIXED)
     params = {"arm_lengths": [a.length for a in decoder.arms], "arm_drafters": [a.drafter or "" for a in decoder.arms]}
     chains = {}
@@ -93,7 +86,7 @@ def main(argv=None) -> int:
         decoder.generate(ids, arm="plain", max_new_tokens=8)
         for r in range(args.repeats):
             for method in METHODS if (p + r) % 2 == 0 else METHODS[::-1]:
-                for drafter in drafters.values():
+                for drafter in decoder.drafters.values():
                     drafter.copier = method != "no-side" and drafter.name != "model"
                 how = {"arm": FIXED} if method == "fixed" else {"policy": chains[(method, r)]}
                 cpu = time.process_time()

@@ -22,11 +22,8 @@ import sys
 import time
 
 import numpy as np
-import torch
 
-from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
-from genbandit.specdec.demo import DEMO_PROMPTS, LENGTHS
-from genbandit.specdec.demo_training import SHIPPED_DIR, load_models, load_tokenizer
+from genbandit.specdec.demo import DEMO_PROMPTS, shipped_decoder
 
 FIXED = "suffix:6"
 
@@ -53,11 +50,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    target, draft = load_models(SHIPPED_DIR)
-    tok = load_tokenizer(SHIPPED_DIR)
-    decoder = SpeculativeDecoder(target, {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()},
-                                 LENGTHS, eos_token_id=tok.eos_token_id)
+    decoder, tok = shipped_decoder()
     prompts = [tok.encode(text) for _, text in DEMO_PROMPTS]
     policy = decoder.make_policy("WarmThroughputUCB", seed=0)
     for ids in prompts:  # warm: one pass over the prompt set

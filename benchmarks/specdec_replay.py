@@ -29,18 +29,15 @@ import time
 import numpy as np
 import torch
 
-from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
+from genbandit.specdec import SpeculativeDecoder
 from genbandit.specdec.decoder import SERVING_POLICY
-from genbandit.specdec.demo import DEMO_PROMPTS, LENGTHS
-from genbandit.specdec.demo_training import SHIPPED_DIR, load_models, load_tokenizer
+from genbandit.specdec.demo import DEMO_PROMPTS, LENGTHS, shipped_decoder
+from genbandit.specdec.demo_training import SHIPPED_DIR, load_tokenizer
 
 
 def make_decoder() -> SpeculativeDecoder:
     """The demo's decoder: its shipped models, its drafters and lengths, one torch thread."""
-    torch.set_num_threads(1)
-    target, draft = load_models(SHIPPED_DIR)
-    drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
-    return SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=load_tokenizer(SHIPPED_DIR).eos_token_id)
+    return shipped_decoder()[0]
 
 
 def record(max_new_tokens: int):

@@ -28,7 +28,7 @@ import numpy as np
 
 from .demo_training import DEMO_PROMPTS
 
-__all__ = ["run_demo", "cached_demo_table", "report_section", "default_out_dir", "DEMO_PROMPTS", "LENGTHS", "DemoLog"]
+__all__ = ["run_demo", "demo_decoder", "shipped_decoder", "cached_demo_table", "report_section", "default_out_dir", "DEMO_PROMPTS", "LENGTHS", "DemoLog"]
 
 RESULTS_FILE = "table.md"
 LENGTHS = (3, 6)
@@ -75,6 +75,27 @@ class DemoLog:
             handle.write(line + "\n")
 
 
+def demo_decoder(target: Any, draft: Any, eos_token_id: int | None):
+    """The demo's decoder: plain decoding, and the draft model, prompt lookup and suffix match at each of :data:`LENGTHS`."""
+    from .decoder import SpeculativeDecoder
+    from .drafters import ModelDrafter, PromptLookupDrafter, SuffixMatchDrafter
+
+    drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
+    return SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=eos_token_id)
+
+
+def shipped_decoder(threads: int = 1) -> tuple[Any, Any]:
+    """The demo's decoder on the shipped models and its tokenizer, with ``threads`` torch threads: ``(decoder, tokenizer)``."""
+    import torch
+
+    from .demo_training import SHIPPED_DIR, load_models, load_tokenizer
+
+    torch.set_num_threads(threads)
+    target, draft = load_models(SHIPPED_DIR)
+    tokenizer = load_tokenizer(SHIPPED_DIR)
+    return demo_decoder(target, draft, tokenizer.eos_token_id), tokenizer
+
+
 def run_demo(
     out: str | os.PathLike | None = None,
     *,
@@ -102,9 +123,7 @@ def run_demo(
     prompts = list(prompts if prompts is not None else DEMO_PROMPTS)
     import torch
 
-    from .decoder import SpeculativeDecoder
     from .demo_training import SHIPPED_DIR, load_models, load_tokenizer
-    from .drafters import ModelDrafter, PromptLookupDrafter, SuffixMatchDrafter
 
     torch.set_num_threads(threads)
     model_dir = Path(models) if models is not None else SHIPPED_DIR
@@ -112,8 +131,7 @@ def run_demo(
     training = json.loads((model_dir / "training.json").read_text()) if (model_dir / "training.json").is_file() else {}
     log(f"models from {model_dir}: target {_params(target)}, draft {_params(draft)}; torch threads {threads}")
     tok = load_tokenizer(model_dir)
-    drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
-    decoder = SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=tok.eos_token_id)
+    decoder = demo_decoder(target, draft, tok.eos_token_id)
     labels = [a.label for a in decoder.arms]
     others = extra_methods(target, draft, tok) if extra_methods is not None else {}
     methods = list(others) + ["fixed:" + label for label in labels] + list(policies)
