@@ -193,6 +193,31 @@ def test_one_run_path_decides_as_the_batch_path():
         assert np.allclose(getattr(one, name)[0], getattr(batch, name)[0], rtol=1e-12)
 
 
+def test_the_decoders_round_without_play_takes_the_policys_public_steps_to_the_same_state():
+    """A timed policy without the one-call ``_play`` is served by the decoder through learn, observe and select; for the
+    serving policy that path and ``_play`` choose the same arms and end in the same state."""
+    pytest.importorskip("torch")
+    from genbandit.specdec.decoder import _round_by_public_calls
+
+    lengths, drafters = [0, 3, 6, 3, 6], ["", "pld", "pld", "suffix", "suffix"]
+    fused = WarmThroughputUCB(n_arms=5, arm_lengths=lengths, arm_drafters=drafters, seed=0)
+    stepped = WarmThroughputUCB(n_arms=5, arm_lengths=lengths, arm_drafters=drafters, seed=0)
+    steps = _round_by_public_calls(stepped)
+    rng = np.random.default_rng(8)
+    arm = fused.select()
+    assert stepped.select() == arm
+    for round_ in range(120):
+        tokens, seconds, seen = float(rng.integers(1, lengths[arm] + 2)), 1e-3 * rng.uniform(0.9, 1.5), float(rng.integers(1, 8))
+        chosen = fused._play(arm, tokens, seconds, [(4, seen, -1.0)])
+        assert steps(arm, tokens, seconds, [(4, seen, -1.0)]) == chosen
+        arm = chosen
+        if round_ % 40 == 39:
+            fused.begin_response()
+            stepped.begin_response()
+            arm = fused.select()
+    assert np.array_equal(stepped._stats, fused._stats) and np.array_equal(stepped._cache, fused._cache)
+
+
 def test_the_decoders_round_call_is_update_observe_and_select():
     """``_play`` (the decoder's one call per round) learns and chooses as update, observe and select do, and an observation
     of the played drafter's longer arm counts only above the played length (the played round has the shorter ones)."""

@@ -132,6 +132,21 @@ def policy_reward(policy: Policy, y: float, max_length: int) -> float:
     return float(lo + (hi - lo) * (y - 1.0) / max(max_length, 1))
 
 
+def _round_by_public_calls(policy: Policy):
+    """The decoder's round for a timed policy without the one-call ``_play``, through its steps: learn from the round, count the
+    side observations ``observe`` takes (a copier that did not play, ``above < 0``; a longer arm of the played copier has no
+    public form), choose the next arm."""
+
+    def play(arm: int, tokens: float, seconds: float, observed: Sequence[tuple[int, float, float]]) -> int:
+        policy._learn(np.array([arm]), {"tokens": np.array([tokens]), "seconds": np.array([seconds])}, None)
+        for other, other_tokens, above in observed:
+            if above < 0:
+                policy.observe(other, other_tokens)
+        return int(policy._select(None)[0])
+
+    return play
+
+
 class SpeculativeDecoder:
     """Speculative decoding of a Hugging Face causal LM with drafters x speculation lengths as arms.
 
@@ -349,8 +364,8 @@ class SpeculativeDecoder:
             pending: list[tuple[int, int, float, int, list[int]]] = []
             for _, drafter, _, _ in copiers:  # index the prompt now: its first round would carry that cost, and the policy the wrong time
                 drafter.propose(ids, 1)
-            # a policy with `_play` learns from the round and its side observations and chooses the next arm in one call
-            play = getattr(policy, "_play", None) if timed else None
+            # a timed policy learns from the round and its side observations and chooses the next arm in one call (`_play`)
+            play = (getattr(policy, "_play", None) or _round_by_public_calls(policy)) if timed else None
             a = fixed if play is None else int(policy._select(None)[0])
             while len(result.tokens) < max_new_tokens and len(ids) <= self.max_positions:
                 if policy is not None and play is None:  # the policy's trusted path (as in the simulator)
@@ -393,11 +408,6 @@ class SpeculativeDecoder:
                 result.round_seconds.append(seconds)
                 if play is not None:
                     a = play(a, float(len(emitted)), max(seconds, 1e-9), observed)
-                elif timed:
-                    policy._learn(np.array([a]), {"tokens": np.array([float(len(emitted))]), "seconds": np.array([max(seconds, 1e-9)])}, None)
-                    for other, tokens, above in observed:  # a longer arm of the played drafter: its shorter arms have the round
-                        if above < 0:
-                            policy.observe(other, tokens)
                 elif policy is not None:
                     y = float(len(emitted))
                     if r_max is not None:
