@@ -326,7 +326,7 @@ def floor(X, R, C, models, _orders, n=2000):
         return 1e6 * t
 
     parts = {
-        "features, (C_g + lambda_g I)^-1 z and the scores (posterior_terms)": timed(lambda i: kernels.posterior_terms(X[i][None], *state, zh, out, untried)),
+        "features, (C_g + lambda_g I)^-1 [z, zbar] and the scores (posterior_terms)": timed(lambda i: kernels.posterior_terms(X[i][None], *state, zh, out, untried)),
         "moments and Sherman-Morrison on the played model (learn, on a copy)": timed(
             lambda i: kernels.learn(*copy, arm, R[i, :1], zh, never, due)),
         "three Beta draws (rng.beta)": timed(lambda i: [rng.beta(2.0, 3.0) for _ in range(G)]),
