@@ -45,8 +45,8 @@ class Forced(WarmThroughputUCB):
         super().__init__(*args, **kwargs)
         self.arm = arm
 
-    def _select(self, contexts):
-        chosen = super()._select(contexts)
+    def _select(self, contexts, asleep=0):
+        chosen = super()._select(contexts, asleep)
         chosen[:] = self.arm
         return chosen
 

@@ -108,9 +108,15 @@ class Replay:
         slope, intercept = self.line[self.arms[arm].drafter]
         return intercept + slope * drafted
 
+    def asleep(self, p: int, pos: int) -> int:
+        """A bit per arm of the copiers with no draft at ``pos`` of prompt ``p`` (their round would be a plain one)."""
+        table = self.prompts[p][2]
+        return sum(1 << i for i, arm in enumerate(self.arms) if arm.drafter in ("pld", "suffix") and table[arm.drafter][0][min(pos, len(table[arm.drafter][0]) - 1)] == 0)
+
     def respond(self, p: int, arm: int, play, side: bool, rng) -> tuple[int, float]:
-        """One response to prompt ``p`` from ``arm``: (tokens, model seconds). ``play(arm, tokens, seconds, observed)``
-        returns the next arm; ``observed`` as the decoder gives it (``side``: the copiers' side observations)."""
+        """One response to prompt ``p`` from ``arm``: (tokens, model seconds). ``play(arm, tokens, seconds, observed, asleep)``
+        returns the next arm; ``observed`` and ``asleep`` as the decoder gives them (``side``: the copiers' side observations,
+        of those with a draft)."""
         _, n, table = self.prompts[p]
         pos, clean = 0, 0.0
         while pos < n:
@@ -124,11 +130,11 @@ class Replay:
             observed = []
             for name in ("pld", "suffix") if side else ():  # each copier's longest arm, unless it played (here resolved at once)
                 j = max((i for i, other in enumerate(self.arms) if other.drafter == name), key=lambda i: self.arms[i].length)
-                if j != arm:
+                if j != arm and table[name][0][pos] > 0:
                     above = float(chosen.length) if chosen.drafter == name else -1.0
                     observed.append((j, min(table[name][1][pos], table[name][0][pos], self.arms[j].length) + 1.0, above))
-            arm = play(arm, float(emitted), seconds * rng.choice(self.noise), observed)
             pos += emitted
+            arm = play(arm, float(emitted), seconds * rng.choice(self.noise), observed, self.asleep(p, pos))
         return n, clean
 
     def fixed(self, arm: int) -> list[tuple[int, float]]:
@@ -139,7 +145,7 @@ class Replay:
         out = {}
         for p in order:
             policy.begin_response()
-            out[p] = self.respond(p, policy.select(), policy._play, True, rng)
+            out[p] = self.respond(p, int(policy._select(None, self.asleep(p, 0))[0]), policy._play, True, rng)
         return [out[p] for p in range(len(order))]
 
 
