@@ -8,8 +8,9 @@ it once (every drafter, every position), times every fixed arm's rounds on the d
 linear in the draft length), and then replays serving chains of the 8 prompts (the demo's order,
 and shuffled) in pure Python: the policy sees each round's tokens and a time drawn as the model's
 time times a factor resampled from the measured rounds' spread around their median (a shared
-machine's preemptions included), and the side observations the decoder gives it (here at once;
-the decoder gives each when the text has covered or refuted the copier's draft, a round or two later). Reported: the
+machine's preemptions included), the side observations the decoder gives it (here at once;
+the decoder gives each when the text has covered or refuted the copier's draft, a round or two later)
+and the copiers asleep at each position (no draft: not to be chosen). Reported: the
 chain's tokens/s (model times, noise-free) over the best fixed arm's, per class of prompt, mean,
 standard deviation and the worst chain. Run::
 
