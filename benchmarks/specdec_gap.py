@@ -9,7 +9,7 @@ prompt and repetition, the order of the methods alternating), four methods are t
   computes its choice, learns from every round and gets the side observations): what the policy
   costs per round, with no round spent on another arm;
 * ``no-side``: the serving policy without side observations (the copiers are not asked for drafts
-  in rounds they do not play);
+  in rounds they do not play, so none is ever asleep either);
 * ``serving``: the serving policy as the decoder runs it.
 
 Reported per method: tokens/s over the prompt set and per class, the ratio to ``fixed`` per
@@ -45,8 +45,8 @@ class Forced(WarmThroughputUCB):
         super().__init__(*args, **kwargs)
         self.arm = arm
 
-    def _select(self, contexts):
-        chosen = super()._select(contexts)
+    def _select(self, contexts, asleep=0):
+        chosen = super()._select(contexts, asleep)
         chosen[:] = self.arm
         return chosen
 

@@ -8,8 +8,9 @@ it once (every drafter, every position), times every fixed arm's rounds on the d
 linear in the draft length), and then replays serving chains of the 8 prompts (the demo's order,
 and shuffled) in pure Python: the policy sees each round's tokens and a time drawn as the model's
 time times a factor resampled from the measured rounds' spread around their median (a shared
-machine's preemptions included), and the side observations the decoder gives it (here at once;
-the decoder gives each when the text has covered or refuted the copier's draft, a round or two later). Reported: the
+machine's preemptions included), the side observations the decoder gives it (here at once;
+the decoder gives each when the text has covered or refuted the copier's draft, a round or two later)
+and the copiers asleep at each position (no draft: not to be chosen). Reported: the
 chain's tokens/s (model times, noise-free) over the best fixed arm's, per class of prompt, mean,
 standard deviation and the worst chain. Run::
 
@@ -108,9 +109,15 @@ class Replay:
         slope, intercept = self.line[self.arms[arm].drafter]
         return intercept + slope * drafted
 
+    def asleep(self, p: int, pos: int) -> int:
+        """A bit per arm of the copiers with no draft at ``pos`` of prompt ``p`` (their round would be a plain one)."""
+        table = self.prompts[p][2]
+        return sum(1 << i for i, arm in enumerate(self.arms) if arm.drafter in ("pld", "suffix") and table[arm.drafter][0][min(pos, len(table[arm.drafter][0]) - 1)] == 0)
+
     def respond(self, p: int, arm: int, play, side: bool, rng) -> tuple[int, float]:
-        """One response to prompt ``p`` from ``arm``: (tokens, model seconds). ``play(arm, tokens, seconds, observed)``
-        returns the next arm; ``observed`` as the decoder gives it (``side``: the copiers' side observations)."""
+        """One response to prompt ``p`` from ``arm``: (tokens, model seconds). ``play(arm, tokens, seconds, observed, asleep)``
+        returns the next arm; ``observed`` and ``asleep`` as the decoder gives them (``side``: the copiers' side observations,
+        of those with a draft)."""
         _, n, table = self.prompts[p]
         pos, clean = 0, 0.0
         while pos < n:
@@ -124,11 +131,11 @@ class Replay:
             observed = []
             for name in ("pld", "suffix") if side else ():  # each copier's longest arm, unless it played (here resolved at once)
                 j = max((i for i, other in enumerate(self.arms) if other.drafter == name), key=lambda i: self.arms[i].length)
-                if j != arm:
+                if j != arm and table[name][0][pos] > 0:
                     above = float(chosen.length) if chosen.drafter == name else -1.0
                     observed.append((j, min(table[name][1][pos], table[name][0][pos], self.arms[j].length) + 1.0, above))
-            arm = play(arm, float(emitted), seconds * rng.choice(self.noise), observed)
             pos += emitted
+            arm = play(arm, float(emitted), seconds * rng.choice(self.noise), observed, self.asleep(p, pos))
         return n, clean
 
     def fixed(self, arm: int) -> list[tuple[int, float]]:
@@ -139,7 +146,7 @@ class Replay:
         out = {}
         for p in order:
             policy.begin_response()
-            out[p] = self.respond(p, policy.select(), policy._play, True, rng)
+            out[p] = self.respond(p, int(policy._select(None, self.asleep(p, 0))[0]), policy._play, True, rng)
         return [out[p] for p in range(len(order))]
 
 

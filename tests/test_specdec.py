@@ -97,21 +97,29 @@ def test_drafting_with_the_target_itself_accepts_every_token(models):
 
 def test_serving_policy_learns_what_a_copier_would_have_emitted_in_other_arms_rounds(models):
     """Greedy decoding: at the start of every round of another arm the copier's draft is taken, and compared with the text
-    once the text covers or refutes it: exactly what the copier's longest arm would have emitted (no time)."""
+    once the text covers or refutes it: exactly what the copier's longest arm would have emitted (no time). A copier with
+    no draft at a round's start is asleep there: neither played nor observed."""
     target, _ = models
     dec = SpeculativeDecoder(target, {"self": ModelDrafter(target), "suffix": SuffixMatchDrafter()}, lengths=[1, 3], include_plain=False)
     policy = dec.make_policy("WarmThroughputUCB", seed=0)
-    res = dec.generate(PROMPTS[0], policy=policy, max_new_tokens=60)
-    assert res.tokens == plain_greedy(target, PROMPTS[0], 60)
+    res = dec.generate(PROMPTS[1] + PROMPTS[0], policy=policy, max_new_tokens=60)
+    assert res.tokens == plain_greedy(target, PROMPTS[1] + PROMPTS[0], 60)
     labels = [arm.label for arm in dec.arms]
     own = {label: sum(1 for a in res.arms if labels[a] == label) for label in labels}
     counted = policy._current[0, :, 1]
     assert own["self:3"] > 0 and own["suffix:3"] + own["suffix:1"] < res.rounds  # both drafters played
-    # every round but suffix:3's gives suffix:3 one observation (but for the last ones, if the text ends before their draft
-    # is covered or refuted); suffix:1 counts its own rounds, suffix:3's (its prefix) and the other drafter's observations
+    # where each round starts, and whether the copier had a draft there
     starts = np.cumsum([0] + res.emitted[:-1])
-    for rounds, observed in (([s for a, s in zip(res.arms, starts) if labels[a] != "suffix:3"], counted[labels.index("suffix:3")] - own["suffix:3"]),
-                             ([s for a, s in zip(res.arms, starts) if dec.arms[a].drafter != "suffix"],
+    copier = SuffixMatchDrafter()
+    copier.start(len(PROMPTS[1] + PROMPTS[0]))
+    awake = [bool(copier.propose(PROMPTS[1] + PROMPTS[0] + res.tokens[:s], 3).tokens) for s in starts]
+    assert not all(awake) and not any(not up and dec.arms[a].drafter == "suffix" for a, up in zip(res.arms, awake))  # asleep: not played
+    # every round but suffix:3's where the copier has a draft gives suffix:3 one observation (but for the last ones, if the text
+    # ends before their draft is covered or refuted); suffix:1 counts its own rounds, suffix:3's (its prefix) and the other
+    # drafter's observations
+    for rounds, observed in (([s for a, s, up in zip(res.arms, starts, awake) if labels[a] != "suffix:3" and up],
+                              counted[labels.index("suffix:3")] - own["suffix:3"]),
+                             ([s for a, s, up in zip(res.arms, starts, awake) if dec.arms[a].drafter != "suffix" and up],
                               counted[labels.index("suffix:1")] - own["suffix:1"] - own["suffix:3"])):
         assert sum(start <= len(res.tokens) - 3 for start in rounds) <= observed <= len(rounds)
     assert counted[labels.index("self:1")] == own["self:1"] + own["self:3"]
@@ -317,10 +325,13 @@ def test_serving_policy_is_the_default_and_carries_its_state(models):
     target, draft = models
     dec = make_decoder(target, draft)
     first = dec.generate(PROMPTS[0], max_new_tokens=40)
-    # the first response starts with plain decoding and each drafter's longest arm (whose rounds estimate its shorter ones)
+    # the first response tries plain decoding and each drafter at its longest arm first (whose rounds estimate its shorter
+    # ones), a copier once it has a draft (plain decoding stands in while none has one)
     longest = {max((i for i, arm in enumerate(dec.arms) if arm.drafter == arm_i.drafter), key=lambda i: dec.arms[i].length)
                for arm_i in dec.arms}
-    assert sorted(first.arms[: len(longest)]) == sorted(longest)
+    for drafter in [None, *dec.drafters]:
+        played = [a for a in first.arms if dec.arms[a].drafter == drafter]
+        assert played and played[0] in longest
     second = dec.generate(PROMPTS[0], max_new_tokens=40)
     assert len(set(second.arms[: len(dec.arms)])) < len(dec.arms)  # the next one starts from what it learned
     assert type(dec.serving_policy).__name__ == decoder.SERVING_POLICY == cli.SERVING_POLICY

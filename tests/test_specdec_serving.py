@@ -202,14 +202,14 @@ def test_the_decoders_round_without_play_takes_the_policys_public_steps_to_the_s
     lengths, drafters = [0, 3, 6, 3, 6], ["", "pld", "pld", "suffix", "suffix"]
     fused = WarmThroughputUCB(n_arms=5, arm_lengths=lengths, arm_drafters=drafters, seed=0)
     stepped = WarmThroughputUCB(n_arms=5, arm_lengths=lengths, arm_drafters=drafters, seed=0)
-    steps = _round_by_public_calls(stepped)
+    steps, first = _round_by_public_calls(stepped)
     rng = np.random.default_rng(8)
     arm = fused.select()
-    assert stepped.select() == arm
+    assert stepped.select() == first(0) == arm
     for round_ in range(120):
         tokens, seconds, seen = float(rng.integers(1, lengths[arm] + 2)), 1e-3 * rng.uniform(0.9, 1.5), float(rng.integers(1, 8))
         chosen = fused._play(arm, tokens, seconds, [(4, seen, -1.0)])
-        assert steps(arm, tokens, seconds, [(4, seen, -1.0)]) == chosen
+        assert steps(arm, tokens, seconds, [(4, seen, -1.0)], 0) == chosen
         arm = chosen
         if round_ % 40 == 39:
             fused.begin_response()
@@ -242,3 +242,20 @@ def test_the_decoders_round_call_is_update_observe_and_select():
     added = fused._current[0] - before
     assert added[3, 1] == 1.0 and added[4, 1] == 1.0  # one round each: suffix:3 its own, suffix:6 the observation
     assert added[4, 0] == 2.0 and added[4, 4] == 1.0 and added[4, 5] == 0.0  # 2 tokens beyond suffix:3's, reached 3, not 6
+
+
+def test_a_copier_with_no_draft_is_asleep_and_the_best_awake_arm_plays():
+    """Sleeping bandits: ``_play``'s ``asleep`` bits take the copiers without a draft out of the choice (their round would be
+    a plain one), the best arm among the others plays, and with every arm asleep the choice is unchanged."""
+    lengths, drafters = [0, 3, 6, 3, 6], ["", "pld", "pld", "suffix", "suffix"]
+    policy = WarmThroughputUCB(n_arms=5, arm_lengths=lengths, arm_drafters=drafters, seed=0)
+    for arm, tokens, seconds in [(0, 1, 1.0e-3), (2, 1, 2.0e-3), (4, 7, 1.3e-3)] * 8:  # suffix:6 best, plain next, pld last
+        policy.update(arm, {"tokens": tokens, "seconds": seconds})
+    suffix, pld = 0b11000, 0b00110
+    assert policy.select() == 4
+    assert policy._play(4, 7.0, 1.3e-3, (), suffix) == 0  # suffix asleep: plain (pld is slower per second)
+    assert policy._play(0, 1.0, 1.0e-3, (), suffix | pld) == 0
+    assert policy._play(0, 1.0, 1.0e-3, (), 0) == 4  # awake again: back to the copier at once
+    no_plain = WarmThroughputUCB(n_arms=4, arm_lengths=lengths[1:], arm_drafters=drafters[1:], seed=0)
+    no_plain.update(3, {"tokens": 7, "seconds": 1.3e-3})
+    assert no_plain._play(3, 7.0, 1.3e-3, (), 0b1111) == no_plain._play(3, 7.0, 1.3e-3, (), 0) == no_plain.select()

@@ -60,22 +60,32 @@ def _estimate_run(stats, cache, layout, prior_rounds, r, tokens, survive, rates,
 
 
 @njit(cache=True, nogil=True)
-def _choose_run(stats, cache, layout, prior_rounds, exploration, r):  # pragma: no cover - compiled
-    """Run ``r``'s arm: the largest ``rate_i + max_j rate_j (exploration sqrt(ln n / n_i) + 1 / (1 + N_i))`` (the first on
-    ties), or while an arm has no estimate, the longest such arm (the first on ties)."""
+def _choose_run(stats, cache, layout, prior_rounds, exploration, r, asleep):  # pragma: no cover - compiled
+    """Run ``r``'s arm among the awake ones (bit ``i`` of ``asleep`` set: arm ``i`` cannot draft this round): the largest
+    ``rate_i + max_j rate_j (exploration sqrt(ln n / n_i) + 1 / (1 + N_i))``, ``j`` over the awake arms (the first on
+    ties), or while an awake arm has no estimate, the longest such arm (the first on ties)."""
     n_arms = layout.shape[0]
     tokens, survive, rates, pulls = np.empty(n_arms), np.empty(n_arms), np.empty(n_arms), np.empty(n_arms)
     _estimate_run(stats, cache, layout, prior_rounds, r, tokens, survive, rates, pulls)
-    best, longest = -1, -1.0
+    if asleep != 0:  # every arm asleep (only copiers, none with a draft): each round is a plain one, any arm will do
+        awake = False
+        for i in range(n_arms):
+            awake = awake or i >= 63 or (asleep >> i) & 1 == 0
+        asleep = asleep if awake else 0
+    best, longest, best_rate = -1, -1.0, 0.0
     for i in range(n_arms):
+        if i < 63 and (asleep >> i) & 1:
+            continue
+        best_rate = max(best_rate, rates[i])
         if pulls[i] <= 0.0 and layout[i, LENGTH] > longest:
             best, longest = i, layout[i, LENGTH]
     if best >= 0:
         return best
     log_total = math.log(max(pulls.sum(), 2.0))
-    best_rate = rates.max()
     best_index = -np.inf
     for i in range(n_arms):
+        if i < 63 and (asleep >> i) & 1:
+            continue
         # a rate is tokens per round over seconds per round: its evidence is the lesser of the rounds of its tokens (side
         # observations and a longer arm's rounds included) and of its timed rounds (its own, plus its drafter's pooled time)
         timed_rounds = stats[0, r, i, 3] + stats[1, r, i, 3] + SHRINK
@@ -87,10 +97,10 @@ def _choose_run(stats, cache, layout, prior_rounds, exploration, r):  # pragma: 
 
 
 @njit(cache=True, nogil=True)
-def select(stats, cache, layout, prior_rounds, exploration, out):  # pragma: no cover - compiled
-    """Into ``out[r]`` each run's arm (:func:`_choose_run`)."""
+def select(stats, cache, layout, prior_rounds, exploration, asleep, out):  # pragma: no cover - compiled
+    """Into ``out[r]`` each run's arm (:func:`_choose_run`) among the arms awake (``asleep``: a bit per arm, 0: all awake)."""
     for r in range(out.shape[0]):
-        out[r] = _choose_run(stats, cache, layout, prior_rounds, exploration, r)
+        out[r] = _choose_run(stats, cache, layout, prior_rounds, exploration, r, asleep)
 
 
 @njit(cache=True, nogil=True)
@@ -191,18 +201,19 @@ def observe(stats, cache, layout, arm, tokens, above):  # pragma: no cover - com
 
 @njit(cache=True, nogil=True)
 def play(stats, cache, layout, prior_rounds, exploration, discount, arm, tokens, seconds, side_arm, side_tokens, side_above,
-         other_arm, other_tokens, other_above):  # pragma: no cover - compiled
+         other_arm, other_tokens, other_above, asleep):  # pragma: no cover - compiled
     """The decoder's round of run 0 in one call: ``arm`` emitted ``tokens`` in ``seconds``, then up to two side observations
     (``side_arm`` would have emitted ``side_tokens``, counted for its drafter's arms longer than ``side_above``; the same
-    for ``other_*``; an arm of -1: none); returns the next arm. Scalars only: an array built for the call cost as much
-    as the call, cold after the target's forward pass."""
+    for ``other_*``; an arm of -1: none); returns the next arm among those awake (bit ``i`` of ``asleep`` set: arm ``i``
+    has no draft in the next round). Scalars only: an array built for the call cost as much as the call, cold after the
+    target's forward pass."""
     _learn_run(stats, cache, layout, discount, 0, arm, tokens, seconds)
     if side_arm >= 0:
         _count(stats, layout, 0, side_arm, side_tokens, side_above)
     if other_arm >= 0:
         _count(stats, layout, 0, other_arm, other_tokens, other_above)
     _refresh_run(stats, cache, layout, 0)
-    return _choose_run(stats, cache, layout, prior_rounds, exploration, 0)
+    return _choose_run(stats, cache, layout, prior_rounds, exploration, 0, asleep)
 
 
 def warm() -> None:
@@ -213,6 +224,6 @@ def warm() -> None:
     refresh(stats, cache, layout)
     learn(stats, cache, layout, 0.97, np.zeros(1, dtype=np.int64), np.ones(1), np.ones(1))
     observe(stats, cache, layout, 1, 1.0, -1.0)
-    play(stats, cache, layout, 8.0, 0.1, 0.97, 1, 1.0, 1.0, -1, 0.0, -1.0, -1, 0.0, -1.0)
-    select(stats, cache, layout, 8.0, 0.1, out)
+    play(stats, cache, layout, 8.0, 0.1, 0.97, 1, 1.0, 1.0, -1, 0.0, -1.0, -1, 0.0, -1.0, 0)
+    select(stats, cache, layout, 8.0, 0.1, 0, out)
     rates(stats, cache, layout, 8.0, np.zeros((1, 2)))

@@ -52,6 +52,19 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   such round is observed, whatever the played arm emitted: comparing only when the round's tokens
   covered the copier's draft selected the rounds where the text was easy to predict and overrated
   the idle copier.
+- **A copier with nothing to copy is asleep** (sleeping bandits: Kleinberg, Niculescu-Mizil and
+  Sharma, 2010, whose AUER plays the awake arm of largest upper confidence bound). A copier
+  whose index holds no match for the text's end drafts nothing, so its round would be a plain
+  round: one token at the verification cost of one token. Its draft is free to know before the
+  choice, so under greedy decoding the decoder takes every copier's draft at the start of the
+  round and the policy chooses among the arms that can draft there (``_play``'s ``asleep``); the
+  copier is neither played nor observed in a round it sleeps through. Its statistics are then
+  its tokens and seconds per round *when it has a draft*, which is what decides between it and
+  plain decoding; before, the rounds without a match (the first 5 to 20 of a response, before the
+  text starts repeating itself) counted as one-token rounds of the copier at the cost of a
+  drafted round, its rate fell below plain decoding's within the response, and the policy left
+  it (for plain decoding or its shorter arm, whose drafted rounds cost less) and came back to it
+  only rounds after the copy matched again.
 - **Dominated arms drop out.** The index is ``rate_i + max_j rate_j (exploration sqrt(ln n / n_i)
   + 1 / (1 + N_i))``, optimism in units of the best rate, with ``n_i`` and ``N_i`` (the effective
   and all rounds of the arm's tokens) no larger than its timed rounds plus the two of its drafter's
@@ -59,7 +72,7 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   time, so an arm observed often but played once is not taken for known (a longer copier arm whose
   one round was preempted would otherwise never be played again). An arm resting on a round or two
   (a first response, an unlucky first draw) is tried again soon, an arm much slower than the best
-  one over many responses is not pulled again, one within the noise now and then. Arms with no
+  one over many responses is not pulled again, one within the noise now and then; ``j`` runs over the arms awake in the round. Arms with no
   estimate yet are played first, the longest draft of each drafter first (its round estimates the
   drafter's shorter arms as well).
 
@@ -113,7 +126,8 @@ class WarmThroughputUCB(Policy):
     seconds per round ``exp((C^s_i + R^s_i + 2 g_i) / (M_i + 2))`` with ``M_i`` its own pulls and
     ``g_i`` the mean log time of all rounds of its drafter; the rate ``T_i`` over that; and the
     index ``rate_i + max_j rate_j (exploration sqrt(ln(n) / min(n_i, M_i + 2)) + 1 / (1 + min(N_i, M_i + 2)))``
-    with ``n_i = w^n + D^n``, ``n = sum_i n_i``, ``N_i = C^n_i + R^n_i``. Arms without an estimate yet
+    with ``n_i = w^n + D^n``, ``n = sum_i n_i``, ``N_i = C^n_i + R^n_i``, ``i`` and ``j`` over the arms awake (all through
+    ``select``; the decoder's round call ``_play`` leaves out the copiers with no draft). Arms without an estimate yet
     are played first, the longest first. ``begin_response()`` folds the response into the carried
     sums (its rounds with a weight of ``min(R^n_i, 4)`` rounds, its round times as they came) and
     caps each arm's carried counts at ``memory`` (means kept), so older responses fade.
@@ -233,9 +247,10 @@ class WarmThroughputUCB(Policy):
         _kernels().rates(self._stats, self._cache, self._layout, float(self.prior_rounds), out)
         return out
 
-    def _select(self, contexts):
+    def _select(self, contexts, asleep: int = 0):
+        """Each run's arm among the awake ones: bit ``i`` of ``asleep`` set (arms 0 to 62) means arm ``i`` has no draft now."""
         out = np.empty(self._n_runs, dtype=np.int64)
-        _kernels().select(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), out)
+        _kernels().select(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), asleep, out)
         return out
 
     def observe(self, arm: int, tokens: float) -> "WarmThroughputUCB":
@@ -255,23 +270,24 @@ class WarmThroughputUCB(Policy):
         _kernels().observe(self._stats, self._cache, self._layout, arm, tokens, -1.0)
         return self
 
-    def _play(self, arm: int, tokens: float, seconds: float, observed: Sequence[tuple[int, float, float]] = ()) -> int:
+    def _play(self, arm: int, tokens: float, seconds: float, observed: Sequence[tuple[int, float, float]] = (), asleep: int = 0) -> int:
         """The decoder's round, trusting its inputs: ``update`` with the round, then for each ``(other, y, above)`` in
         ``observed`` a side observation (``other`` would have emitted ``y``), counted for ``other`` and its drafter's
         shorter arms longer than ``above`` (-1: all; a played shorter arm of the drafter has its own round), and the
-        next ``select``: one compiled call for up to two observations (one run only). Returns the next arm."""
+        next ``select`` among the arms awake (bit ``i`` of ``asleep`` set: arm ``i`` has no draft for the next round):
+        one compiled call for up to two observations (one run only). Returns the next arm."""
         self._t += 1
         kernels = _kernels()
         n = len(observed)
         first = observed[0] if n else _NO_OBSERVATION
         second = observed[1] if n > 1 else _NO_OBSERVATION
         chosen = kernels.play(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), float(self.discount),
-                              arm, tokens, seconds, *first, *second)
+                              arm, tokens, seconds, *first, *second, asleep)
         if n <= 2:
             return chosen
         for other, other_tokens, above in observed[2:]:
             kernels.observe(self._stats, self._cache, self._layout, other, other_tokens, above)
-        return int(self._select(None)[0])
+        return int(self._select(None, asleep)[0])
 
     def _update(self, actions, feedback, contexts):
         _kernels().learn(self._stats, self._cache, self._layout, float(self.discount), actions, feedback["tokens"], feedback["seconds"])

@@ -21,7 +21,9 @@ each round it selects an arm (drafter x speculation length; length 0 is plain de
 updated with the number of emitted tokens, or, for serving, with the round's normalised throughput.
 A policy that learns across responses (``begin_response``, e.g. the default
 :class:`~genbandit.policies.speculative_serving.WarmThroughputUCB`) keeps its state from call to
-call and gets each round's tokens and wall time.
+call and gets each round's tokens and wall time; under greedy decoding it also gets the copiers' side
+observations and, with ``_play``, chooses only among the arms that can draft (a copier with no match
+is asleep: its round would be a plain one).
 """
 
 from __future__ import annotations
@@ -135,16 +137,16 @@ def policy_reward(policy: Policy, y: float, max_length: int) -> float:
 def _round_by_public_calls(policy: Policy):
     """The decoder's round for a timed policy without the one-call ``_play``, through its steps: learn from the round, count the
     side observations ``observe`` takes (a copier that did not play, ``above < 0``; a longer arm of the played copier has no
-    public form), choose the next arm."""
+    public form), choose the next arm (among all arms: its ``select`` takes no awake arms). Returns ``(play, choose)``."""
 
-    def play(arm: int, tokens: float, seconds: float, observed: Sequence[tuple[int, float, float]]) -> int:
+    def play(arm: int, tokens: float, seconds: float, observed: Sequence[tuple[int, float, float]], asleep: int) -> int:
         policy._learn(np.array([arm]), {"tokens": np.array([tokens]), "seconds": np.array([seconds])}, None)
         for other, other_tokens, above in observed:
             if above < 0:
                 policy.observe(other, other_tokens)
         return int(policy._select(None)[0])
 
-    return play
+    return play, lambda asleep: int(policy._select(None)[0])
 
 
 class SpeculativeDecoder:
@@ -355,18 +357,33 @@ class SpeculativeDecoder:
             # the start of every round that does not play the copier's longest arm and compared with the text once the text
             # covers or refutes it (in this round or a later one), it tells exactly what that arm, and each shorter arm of
             # the copier, would have emitted there (those up to the played length, when the copier itself played, have the
-            # round already); per copier: its name, the drafter, its longest arm and that arm's length
+            # round already). And a copier with no draft at a round's start (nothing in its index matches) is asleep: its
+            # round would be a plain one, so it is not chosen and not observed there (a sleeping bandit). Per copier: its
+            # name, the drafter, its longest arm, that arm's length, and a bit per arm of the drafter (arms 0 to 62)
             copiers = [] if self.temperature != 0 or not timed or not hasattr(policy, "observe") else \
-                [(name, drafter, longest, self.arms[longest].length) for name, drafter in self.drafters.items() if drafter.copier
-                 for longest in [max((i for i, arm in enumerate(self.arms) if arm.drafter == name), key=lambda i: self.arms[i].length)]]
+                [(name, drafter, longest, self.arms[longest].length, sum(1 << i for i in arms if i < 63)) for name, drafter in self.drafters.items()
+                 if drafter.copier for arms in [[i for i, arm in enumerate(self.arms) if arm.drafter == name]]
+                 for longest in [max(arms, key=lambda i: self.arms[i].length)]]
+
+            def copy_drafts() -> tuple[dict[str, list[int]], int]:
+                """Each copier's draft at its longest length from here (the played one takes its prefix), and the arms asleep."""
+                drafts, asleep = {}, 0
+                for name, drafter, _, length, arms in copiers:
+                    drafts[name] = drafter.propose(ids, length).tokens
+                    if not drafts[name]:
+                        asleep |= arms
+                return drafts, asleep
+
             # per side draft not yet covered or refuted by the text: (the copier's longest arm, its length, above, where the draft
             # starts, the draft)
             pending: list[tuple[int, int, float, int, list[int]]] = []
-            for _, drafter, _, _ in copiers:  # index the prompt now: its first round would carry that cost, and the policy the wrong time
-                drafter.propose(ids, 1)
+            drafts, asleep = copy_drafts()  # indexes the prompt now: its first round would carry that cost, and the policy the wrong time
             # a timed policy learns from the round and its side observations and chooses the next arm in one call (`_play`)
-            play = (getattr(policy, "_play", None) or _round_by_public_calls(policy)) if timed else None
-            a = fixed if play is None else int(policy._select(None)[0])
+            play = choose = None
+            if timed:
+                play, choose = (policy._play, lambda asleep: int(policy._select(None, asleep)[0])) if hasattr(policy, "_play") \
+                    else _round_by_public_calls(policy)
+            a = fixed if play is None else choose(asleep)
             while len(result.tokens) < max_new_tokens and len(ids) <= self.max_positions:
                 if policy is not None and play is None:  # the policy's trusted path (as in the simulator)
                     a = int(policy._select(None)[0])
@@ -376,17 +393,18 @@ class SpeculativeDecoder:
                 t0 = time.perf_counter()
                 draft = Draft([])
                 if k > 0:
-                    draft = self.drafters[chosen.drafter].propose(ids, k, temperature=self.temperature, generator=generator)
+                    ahead = drafts.get(chosen.drafter)  # taken before the choice: a prefix of it is this arm's draft
+                    draft = Draft(ahead[:k]) if ahead is not None else \
+                        self.drafters[chosen.drafter].propose(ids, k, temperature=self.temperature, generator=generator)
                     draft.tokens = [int(t) for t in draft.tokens[:k]]
                 emitted, cache = self._verify(ids, draft, cache, generator)
                 if self.eos_token_id is not None and self.eos_token_id in emitted:
                     emitted = emitted[: emitted.index(self.eos_token_id) + 1]
                 emitted = emitted[:remaining]
-                seconds = time.perf_counter() - t0  # the round's own time: the side drafts below are not the arm's cost
-                for name, drafter, longest, length in copiers:
-                    if longest != a:
-                        pending.append((longest, length, float(chosen.length) if name == chosen.drafter else -1.0, len(ids),
-                                        drafter.propose(ids, length).tokens))
+                seconds = time.perf_counter() - t0  # the round's own time: the copiers' drafts, taken for every round, are no arm's cost
+                for name, _, longest, length, _ in copiers:
+                    if longest != a and drafts[name]:
+                        pending.append((longest, length, float(chosen.length) if name == chosen.drafter else -1.0, len(ids), drafts[name]))
                 ids.extend(emitted)
                 result.tokens.extend(emitted)
                 observed = []
@@ -407,7 +425,8 @@ class SpeculativeDecoder:
                 result.emitted.append(len(emitted))
                 result.round_seconds.append(seconds)
                 if play is not None:
-                    a = play(a, float(len(emitted)), max(seconds, 1e-9), observed)
+                    drafts, asleep = copy_drafts()
+                    a = play(a, float(len(emitted)), max(seconds, 1e-9), observed, asleep)
                 elif policy is not None:
                     y = float(len(emitted))
                     if r_max is not None:
