@@ -272,7 +272,7 @@ def _train(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, 
 
 
 def repeated_ngram_mask(tokens: Any, n: int = 4) -> Any:
-    """Ones on every token of each ``n``-gram that already occurred earlier in the same row (Welleck et al. 2020, Sec. 5.2).
+    """Ones on every token of each ``n``-gram that already occurred earlier in the same row (Welleck et al. 2020).
 
     ``tokens`` is ``batch x length``; a row is a model's own continuation, so a copy of the prompt is
     not a repeat. These are the candidates whose probability sequence-level unlikelihood pushes down.
@@ -309,7 +309,7 @@ def _greedy_continuations(model: Any, prefixes: Any, length: int) -> Any:
 
 def _unlikelihood_finetune(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, recipe: dict, seed: int,
                            log: Callable[[str], None], stop_after: int | None = None) -> dict:
-    """Sequence-level unlikelihood fine-tuning (Welleck et al. 2020, Sec. 5.2, eq. 9), interleaved with maximum-likelihood steps.
+    """Sequence-level unlikelihood fine-tuning (Welleck et al. 2020, its sequence-level objective), interleaved with maximum-likelihood steps.
 
     All but every ``mle_every``-th step continue ``batch`` prefixes of ``prefix`` training tokens greedily for
     ``continuation`` tokens, and minimises ``-log(1 - p(x_t | x_<t))`` summed over the tokens of the
