@@ -369,7 +369,7 @@ def _unlikelihood_finetune(model: Any, data: np.ndarray, held: np.ndarray, lengt
 
 
 def train_models(out: str | Path, log: Callable[[str], None] = print, recipe: dict | None = None) -> dict:
-    """Learn the tokenizer, train the target and the draft with ``recipe`` (default :data:`TRAIN`); save them and ``training.json``.
+    """Learn the tokenizer, train (and fine-tune) the target and train the draft with ``recipe`` (default :data:`TRAIN`); save them and ``training.json``.
 
     Each model's folder (``target/``, ``draft/``) holds its float16 weights and the tokenizer. The stages
     (:func:`prepare`, :func:`train_model` per model, :func:`finish`) may also run the two models in two
@@ -396,7 +396,7 @@ def prepare(recipe: dict, log: Callable[[str], None] = print) -> tuple[Any, np.n
 
 def train_model(tag: str, out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held: np.ndarray,
                 log: Callable[[str], None] = print) -> dict:
-    """Train the ``"target"`` or the ``"draft"`` (its own ``steps``/``long_steps`` in ``recipe[tag]``); save it with the tokenizer."""
+    """Train the ``"target"`` (then :func:`finetune_target`) or the ``"draft"`` (own ``steps``/``long_steps`` in ``recipe[tag]``); save it with the tokenizer."""
     config, seed = (TARGET_CONFIG, recipe["seed"]) if tag == "target" else (DRAFT_CONFIG, recipe["seed"] + 1)
     model = build_model(config, seed, len(tokenizer))
     n_params = sum(p.numel() for p in model.parameters())
