@@ -14,6 +14,10 @@ holds about 1,700 bytes.
 Quality is measured, not assumed: the held-out loss of both models in nats per byte (comparable
 across tokenizers; the target must beat the draft) and the share of distinct 4-grams in the
 target's greedy continuations (a model that degenerates into loops repeats the same few 4-grams).
+A model trained by maximum likelihood alone loops under greedy decoding (Holtzman et al. 2020, "The
+curious case of neural text degeneration"), so the target's training ends with sequence-level
+unlikelihood fine-tuning on its own greedy continuations (Welleck et al. 2020, "Neural text
+generation with unlikelihood training", ICLR): :func:`finetune_target`.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import numpy as np
 
 __all__ = ["DEMO_PROMPTS", "TARGET_CONFIG", "DRAFT_CONFIG", "TRAIN", "SHIPPED_DIR", "corpus_texts", "train_tokenizer", "corpus", "build_model",
            "train_models", "prepare", "train_model", "finish", "load_models", "load_tokenizer", "byte_lengths", "held_out_loss",
-           "distinct_ngram_share", "greedy_quality", "QUALITY_PROMPTS"]
+           "distinct_ngram_share", "greedy_quality", "greedy_shares", "repeated_ngram_mask", "finetune_target", "QUALITY_PROMPTS"]
 
 #: Where the package keeps the trained demo models (``target/``, ``draft/``, ``training.json``).
 SHIPPED_DIR = Path(__file__).with_name("demo_models")
@@ -44,8 +48,10 @@ EOS = "<|endoftext|>"
 #: tokens placed at random positions of the ``N_POSITIONS`` context (short windows see more text per second, and every
 #: position embedding is trained); the last ``long_steps`` take ``long_batch`` windows of the full ``long_block``
 #: tokens, the context the demo decodes in.
+#: The target is then fine-tuned with sequence-level unlikelihood (``finetune``, :func:`_unlikelihood_finetune`).
 TRAIN = dict(vocab_size=4096, target=dict(steps=1800, long_steps=200), draft=dict(steps=1000, long_steps=100), batch=16, block=128,
-             long_batch=4, long_block=512, lr=2e-3, warmup=40, seed=0, threads=1, corpus_bytes=6_000_000)
+             long_batch=4, long_block=512, lr=2e-3, warmup=40, seed=0, threads=1, corpus_bytes=6_000_000,
+             finetune=dict(steps=1000, lr=5e-4, warmup=10, mle_every=2, prefix=32, continuation=128, batch=8, n=4))
 
 #: (kind, text), copy-heavy and free-text prompts alternating as they would reach a server.
 DEMO_PROMPTS: list[tuple[str, str]] = [
@@ -215,6 +221,13 @@ def greedy_quality(model: Any, tokenizer: Any, prompts: Sequence[str] = QUALITY_
     return {"distinct_4gram_share": round(float(np.mean(shares)), 3), "per_prompt": shares, "samples": samples}
 
 
+def greedy_shares(model: Any, tokenizer: Any) -> dict:
+    """:func:`greedy_quality` on :data:`QUALITY_PROMPTS` (``"greedy"``) and on the demo's code and text prompts (``"greedy_demo_prompts"``)."""
+    return {"greedy": greedy_quality(model, tokenizer),
+            "greedy_demo_prompts": {kind: greedy_quality(model, tokenizer, [text for k, text in DEMO_PROMPTS if k == kind])
+                                    for kind in ("code", "text")}}
+
+
 def _train(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, recipe: dict, seed: int, log: Callable[[str], None],
            tag: str, stop_after: int | None = None) -> dict:
     """Train ``model`` with ``recipe`` (the schedule spans ``recipe["steps"]``); ``stop_after`` ends it early (for checks)."""
@@ -258,8 +271,105 @@ def _train(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, 
             "held_out_loss": round(held_out_loss(model, held, lengths), 4), "tokens_seen": tokens, "curve": curve}
 
 
+def repeated_ngram_mask(tokens: Any, n: int = 4) -> Any:
+    """Ones on every token of each ``n``-gram that already occurred earlier in the same row (Welleck et al. 2020).
+
+    ``tokens`` is ``batch x length``; a row is a model's own continuation, so a copy of the prompt is
+    not a repeat. These are the candidates whose probability sequence-level unlikelihood pushes down.
+
+    >>> import torch
+    >>> repeated_ngram_mask(torch.tensor([[1, 2, 3, 1, 2, 3, 1, 2]]), n=3).tolist()
+    [[0, 0, 0, 1, 1, 1, 1, 1]]
+    """
+    import torch
+
+    mask = torch.zeros_like(tokens)
+    for row, xs in enumerate(tokens.tolist()):
+        seen: set[tuple[int, ...]] = set()
+        for i in range(len(xs) - n + 1):
+            gram = tuple(xs[i : i + n])
+            if gram in seen:
+                mask[row, i : i + n] = 1
+            seen.add(gram)
+    return mask
+
+
+def _greedy_continuations(model: Any, prefixes: Any, length: int) -> Any:
+    """``length`` greedy tokens after each row of ``prefixes`` (``batch x prefix``), with the key-value cache; no gradient."""
+    import torch
+
+    with torch.no_grad():
+        out = model(prefixes, use_cache=True)
+        tokens = []
+        for _ in range(length):
+            tokens.append(out.logits[:, -1].argmax(-1, keepdim=True))
+            out = model(tokens[-1], past_key_values=out.past_key_values, use_cache=True)
+    return torch.cat(tokens, dim=1)
+
+
+def _unlikelihood_finetune(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, recipe: dict, seed: int,
+                           log: Callable[[str], None], stop_after: int | None = None) -> dict:
+    """Sequence-level unlikelihood fine-tuning (Welleck et al. 2020, its sequence-level objective), interleaved with maximum-likelihood steps.
+
+    All but every ``mle_every``-th step continue ``batch`` prefixes of ``prefix`` training tokens greedily for
+    ``continuation`` tokens, and minimises ``-log(1 - p(x_t | x_<t))`` summed over the tokens of the
+    continuation's repeated ``n``-grams (:func:`repeated_ngram_mask`), over the continuation's
+    length; every ``mle_every``-th step is a maximum-likelihood step on ``long_batch`` windows of ``long_block`` tokens. The
+    schedule (warm-up, cosine decay to a tenth) spans ``steps``; ``stop_after`` ends it early (for checks).
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], betas=(0.9, 0.95), weight_decay=0.01)
+    steps, prefix, length = recipe["steps"], recipe["prefix"], recipe["continuation"]
+    start = time.perf_counter()
+    losses: list[float] = []
+    log_every = max(1, steps // 8)
+    window: dict[str, list[float]] = {"mle": [], "unlikelihood": [], "repeated_share": []}
+    curve: list[dict] = []
+    for step in range(steps if stop_after is None else stop_after):
+        lr = recipe["lr"] * min(1.0, (step + 1) / recipe["warmup"]) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        if (step + 1) % recipe["mle_every"]:
+            starts = rng.integers(0, len(data) - prefix - 1, size=recipe["batch"])
+            prefixes = torch.from_numpy(np.stack([data[s : s + prefix] for s in starts]))
+            model.eval()
+            continuation = _greedy_continuations(model, prefixes, length)
+            model.train()
+            mask = repeated_ngram_mask(continuation, recipe["n"])
+            logits = model(torch.cat([prefixes, continuation], dim=1)).logits[:, prefix - 1 : -1]
+            p = torch.softmax(logits.float(), dim=-1).gather(-1, continuation.unsqueeze(-1)).squeeze(-1)
+            loss = -(torch.log(torch.clamp(1.0 - p, min=1e-5)) * mask).sum() / mask.numel()
+            window["unlikelihood"].append(float(loss.detach()))
+            window["repeated_share"].append(float(mask.float().mean()))
+        else:
+            starts = rng.integers(0, len(data) - recipe["long_block"] - 1, size=recipe["long_batch"])
+            x = torch.from_numpy(np.stack([data[s : s + recipe["long_block"]] for s in starts]))
+            loss = model(x, labels=x).loss
+            window["mle"].append(float(loss.detach()))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(float(loss.detach()))
+        if (step + 1) % log_every == 0 or step + 1 == steps:
+            point = {"step": step + 1, **{f"{k}": round(float(np.mean(v)), 4) for k, v in window.items() if v},
+                     "held_out_nats_per_byte": round(held_out_loss(model, held, lengths), 4), "seconds": round(time.perf_counter() - start, 1)}
+            model.train()
+            window = {k: [] for k in window}
+            curve.append(point)
+            log("  fine-tune: " + ", ".join(f"{k} {v}" for k, v in point.items()))
+    model.eval()
+    # six decimals: an unlikelihood step's loss can be near 1e-3
+    return {"steps": steps, "seconds": round(time.perf_counter() - start, 1), "first_losses": [round(v, 6) for v in losses[:5]],
+            "held_out_loss": round(held_out_loss(model, held, lengths), 4), "curve": curve}
+
+
 def train_models(out: str | Path, log: Callable[[str], None] = print, recipe: dict | None = None) -> dict:
-    """Learn the tokenizer, train the target and the draft with ``recipe`` (default :data:`TRAIN`); save them and ``training.json``.
+    """Learn the tokenizer, train (and fine-tune) the target and train the draft with ``recipe`` (default :data:`TRAIN`); save them and ``training.json``.
 
     Each model's folder (``target/``, ``draft/``) holds its float16 weights and the tokenizer. The stages
     (:func:`prepare`, :func:`train_model` per model, :func:`finish`) may also run the two models in two
@@ -286,15 +396,35 @@ def prepare(recipe: dict, log: Callable[[str], None] = print) -> tuple[Any, np.n
 
 def train_model(tag: str, out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held: np.ndarray,
                 log: Callable[[str], None] = print) -> dict:
-    """Train the ``"target"`` or the ``"draft"`` (its own ``steps``/``long_steps`` in ``recipe[tag]``); save it with the tokenizer."""
+    """Train the ``"target"`` (then :func:`finetune_target`) or the ``"draft"`` (own ``steps``/``long_steps`` in ``recipe[tag]``); save it with the tokenizer."""
     config, seed = (TARGET_CONFIG, recipe["seed"]) if tag == "target" else (DRAFT_CONFIG, recipe["seed"] + 1)
     model = build_model(config, seed, len(tokenizer))
     n_params = sum(p.numel() for p in model.parameters())
     log(f"training the {tag} ({n_params / 1e6:.2f}M parameters, {config}) for {recipe[tag]['steps']} steps")
-    result = _train(model, data, held, byte_lengths(tokenizer), {**recipe, **recipe[tag]}, seed, log, tag)
+    lengths = byte_lengths(tokenizer)
+    result = _train(model, data, held, lengths, {**recipe, **recipe[tag]}, seed, log, tag)
+    if tag == "target":
+        result.update(finetune_target(model, recipe, tokenizer, data, held, log))
     model.half().save_pretrained(Path(out) / tag)
     tokenizer.save_pretrained(Path(out) / tag)
     return {"parameters": n_params, "config": config, **result}
+
+
+def finetune_target(model: Any, recipe: dict, tokenizer: Any, data: np.ndarray, held: np.ndarray,
+                    log: Callable[[str], None] = print) -> dict:
+    """The target's last stage: ``recipe["finetune"]`` steps of :func:`_unlikelihood_finetune`, measured before and after.
+
+    Returns ``before_finetune`` (held-out loss and :func:`greedy_shares` of the model it is given)
+    and ``finetune`` (its record, with ``check_first_losses``: five fine-tuning steps from the
+    untrained target, which a check can repeat without the trained one).
+    """
+    seed, lengths, stage = recipe["seed"], byte_lengths(tokenizer), {**recipe, **recipe["finetune"]}
+    before = {"held_out_loss": round(held_out_loss(model, held, lengths), 4), **greedy_shares(model, tokenizer)}
+    log(f"fine-tuning the target with sequence-level unlikelihood for {stage['steps']} steps")
+    record = _unlikelihood_finetune(model, data, held, lengths, stage, seed, log)
+    untrained = build_model(TARGET_CONFIG, seed, len(tokenizer))
+    record["check_first_losses"] = _unlikelihood_finetune(untrained, data, held, lengths, stage, seed, lambda msg: None, stop_after=5)["first_losses"]
+    return {"before_finetune": before, "finetune": record}
 
 
 def finish(out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held: np.ndarray, record: dict,
@@ -309,9 +439,7 @@ def finish(out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held
               "tokenizer": f"byte-level BPE tokenizer ({len(tokenizer)} tokens)", **record}
     for tag, model in zip(("target", "draft"), load_models(out)):
         record[tag]["held_out_loss_shipped"] = round(held_out_loss(model, held, lengths), 4)
-        record[tag]["greedy"] = greedy_quality(model, tokenizer)
-        record[tag]["greedy_demo_prompts"] = {kind: greedy_quality(model, tokenizer, [text for k, text in DEMO_PROMPTS if k == kind])
-                                              for kind in ("code", "text")}
+        record[tag].update(greedy_shares(model, tokenizer))
     log(f"held-out loss (nats/byte): target {record['target']['held_out_loss_shipped']}, draft {record['draft']['held_out_loss_shipped']}; "
         f"distinct 4-gram share of greedy text: target {record['target']['greedy']['distinct_4gram_share']}, "
         f"draft {record['draft']['greedy']['distinct_4gram_share']}")
