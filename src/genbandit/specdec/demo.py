@@ -227,8 +227,10 @@ def _report(rows, methods, policies, labels, max_length, training, max_new_token
     lines += [
         f"Target GPT {target.get('parameters', 0) / 1e6:.2f}M parameters, draft GPT {draft.get('parameters', 0) / 1e6:.2f}M, "
         f"{training.get('tokenizer', 'byte tokenizer')}, "
-        f"trained for {target.get('steps', '?')} / {draft.get('steps', '?')} steps on the Python standard library's source "
-        f"(held-out loss target {target.get('held_out_loss_shipped', float('nan'))} / draft {draft.get('held_out_loss_shipped', float('nan'))} nats/byte; "
+        f"trained for {target.get('steps', '?')} / {draft.get('steps', '?')} steps on the Python standard library's source"
+        + (f", the target then fine-tuned against repeats for {target['finetune'].get('steps', '?')} steps (sequence-level unlikelihood, "
+           "Welleck et al. 2020) " if isinstance(target.get("finetune"), dict) else " ")
+        + f"(held-out loss target {target.get('held_out_loss_shipped', float('nan'))} / draft {draft.get('held_out_loss_shipped', float('nan'))} nats/byte; "
         f"share of distinct byte 4-grams in the target's greedy text: other prompts {target.get('greedy', {}).get('distinct_4gram_share', float('nan'))}"
         + "".join(f", {KINDS[kind]} prompts {q['distinct_4gram_share']}" for kind, q in target.get("greedy_demo_prompts", {}).items())
         + "). "
