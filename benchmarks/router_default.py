@@ -309,11 +309,13 @@ def floor(X, R, C, models, _orders, n=2000):
     warm_up = np.random.default_rng(1).permutation(len(X))[:500]
     play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
     kernels, rows = routing._kernels(), np.random.default_rng(0).permutation(len(X))[:n]
-    zh, out, untried = np.empty((2, 1, G, policy.n_components)), np.empty((5, 1, G)), np.empty((1, G), dtype=bool)
-    state = [policy._freq, policy._phase, np.sqrt(2.0 / policy.n_components), policy._bandwidth, policy._phibar, policy._Cinv, policy._theta,
-             policy._n, policy._ybar, policy._syy, policy._s2, policy._gamma, policy._ymin, policy._ymax, routing._PRIOR_DOF, routing._TINY]
+    work = policy._scratch_for(1)
+    state = [policy._freq, policy._phase, np.sqrt(2.0 / policy.n_components), policy._bandwidth, policy._phibar, policy._Cinv, policy._Cinv_zbar,
+             policy._theta, policy._n, policy._ybar, policy._syy, policy._s2, policy._gamma, policy._ymin, policy._ymax, routing._PRIOR_DOF,
+             routing._TINY, kernels.SYMV, work.cell, work.has_cell, policy._within, policy._cost_sum, policy._cost_n, policy._log_price,
+             routing._PRICE_UNIT, 0.0, work.zh, work.out, work.ab, work.untried]
     copy = [a.copy() if isinstance(a, np.ndarray) else a for a in (policy._n, policy._ybar, policy._syy, policy._ymin, policy._ymax, policy._Cinv,
-                                                                    policy._theta, policy._cxy, policy._phibar, policy._bandwidth)]
+                                                                    policy._Cinv_zbar, policy._theta, policy._cxy, policy._phibar, policy._bandwidth)]
     rng, arm, due = np.random.default_rng(0), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool)
     never = np.full_like(policy._next_fit, np.iinfo(np.int64).max)
 
@@ -326,9 +328,9 @@ def floor(X, R, C, models, _orders, n=2000):
         return 1e6 * t
 
     parts = {
-        "features, (C_g + lambda_g I)^-1 [z, zbar] and the scores (posterior_terms)": timed(lambda i: kernels.posterior_terms(X[i][None], *state, zh, out, untried)),
-        "moments and Sherman-Morrison on the played model (learn, on a copy)": timed(
-            lambda i: kernels.learn(*copy, arm, R[i, :1], zh, never, due)),
+        "features, (C_g + lambda_g I)^-1 z, the scores and the Beta laws (prepare)": timed(lambda i: kernels.prepare(X[i][None], *state)),
+        "moments, Sherman-Morrison and (C_g + lambda_g I)^-1 zbar after the played model's round (learn, on a copy)": timed(
+            lambda i: kernels.learn(*copy, arm, R[i, :1], work.zh, never, due)),
         "three Beta draws (rng.beta)": timed(lambda i: [rng.beta(2.0, 3.0) for _ in range(G)]),
         "the recurring-prompt key (BLAKE2 of the embedding)": timed(lambda i: routing._key(X[i])),
     }

@@ -11,9 +11,13 @@ digests.
 
 ``tests/data/decision_replays.npz`` was recorded by the released code; the restructurings before it
 were checked the same way on the prompts' MiniLM embeddings (every decision the same), which this
-test no longer uses because their last bits depend on the embedding backend. It holds for this
-platform's floating point (x86-64, the pinned NumPy and its OpenBLAS); a change meant to alter the
-statistics re-records it: ``PYTHONPATH=src python tests/test_decision_bits.py``.
+test no longer uses because their last bits depend on the embedding backend. EvidenceThompson's
+cases were re-recorded when its arithmetic changed in its last bits (single-precision frequencies,
+the upper triangle of ``(C + lambda I)^-1`` only, ``(C + lambda I)^-1 zbar`` carried between rounds): every decision of those
+cases stayed the one recorded before, its state and propensities moved in their last bits
+(docs/router.md, "Decision speed"). It holds for this platform's floating point (x86-64, the pinned
+NumPy and SciPy and their OpenBLAS); a change meant to alter the numbers re-records it:
+``PYTHONPATH=src python tests/test_decision_bits.py``.
 """
 
 from __future__ import annotations
@@ -118,8 +122,11 @@ def test_select_and_update_are_bit_identical_to_the_recorded_replay(name):
     assert got["digest"].tolist() == recorded[f"{name}/digest"].tolist()
 
 
-if __name__ == "__main__":  # re-record the replays (see the module docstring)
+if __name__ == "__main__":  # re-record the replays (see the module docstring), BLAS on one thread as the test replays them
+    import threadpoolctl
+
     stream = _stream()
     FIXTURE.parent.mkdir(exist_ok=True)
-    np.savez_compressed(FIXTURE, **{f"{name}/{k}": v for name in CASES for k, v in _replay(name, *stream).items()})
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        np.savez_compressed(FIXTURE, **{f"{name}/{k}": v for name in CASES for k, v in _replay(name, *stream).items()})
     print(f"wrote {FIXTURE}")

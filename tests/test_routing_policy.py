@@ -46,7 +46,7 @@ def test_online_moments_and_inverse_equal_a_direct_solve():
         assert np.allclose(policy._ybar[0, g], y[arms == g].mean())
         assert np.allclose(policy._phibar[0, g], phibar)
         assert np.allclose(policy._theta[0, g], theta, atol=1e-8)
-        assert np.allclose(policy._Cinv[0, g], Ainv, atol=1e-8)
+        assert np.allclose(policy._Cinv[0, g], np.triu(Ainv), atol=1e-8)  # the upper triangle: the one kept
     # the context matters for model 0 only: its evidence keeps more effective parameters and slopes ten times larger
     # (model 1's slope precision leans on the pooled one, two pseudo-parameters' worth, so its gamma is not near 0)
     assert policy._gamma[0, 0] > 1.5 * policy._gamma[0, 1]
@@ -516,9 +516,9 @@ def test_compiled_kernels_decide_as_their_plain_python_versions(monkeypatch):
         return picks, policy.posterior(centres[:1])
 
     compiled = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
-    names = ("prompt_terms", "scores", "posterior_terms", "learn", "beta_laws", "recurring", "priced", "pace", "override", "override_laws")
-    plain = SimpleNamespace(**{name: getattr(_routing_numba, name).py_func for name in names})
-    for name in ("prompt_terms", "scores"):  # what the plain posterior_terms calls
+    names = ("prompt_terms", "scores", "posterior_terms", "prepare", "learn", "beta_laws", "recurring", "priced", "pace", "override", "override_laws")
+    plain = SimpleNamespace(SYMV=_routing_numba.SYMV, **{name: getattr(_routing_numba, name).py_func for name in names})
+    for name in ("prompt_terms", "scores", "posterior_terms", "recurring", "priced", "beta_laws"):  # what the plain prepare calls
         monkeypatch.setattr(_routing_numba, name, getattr(plain, name))
     monkeypatch.setattr(routing, "_kernels", lambda: plain)
     python = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
@@ -552,10 +552,9 @@ def test_probabilities_and_the_next_select_share_one_computation():
     policy, x = _trained_on_bernoulli_models()
     alone = EvidenceThompson.from_state_dict(policy.state_dict()).select(x)
     policy.probabilities(x)
-    memo = policy._last[-1]
-    scores = memo["scores"]
+    cached = policy._last
     assert policy.select(x) == alone
-    assert policy._last[-1] is memo and memo["scores"] is scores  # select reused them
+    assert policy._last is cached  # select reused the features and scores
     policy.update(alone, 1.0, x)
     assert policy._last is None  # learning clears them
 

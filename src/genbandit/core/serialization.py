@@ -19,7 +19,7 @@ __all__ = ["STATE_VERSION", "to_jsonable", "from_jsonable", "check_state_layout"
 
 #: The layout of ``Policy.state_dict()``. Bump it whenever a field is added, removed or changes
 #: meaning: states of another version are refused, never reinterpreted.
-STATE_VERSION = 1
+STATE_VERSION = 2
 _STATE_KEYS = ("version", "policy", "params", "state", "rng")
 
 _ARRAY = "__ndarray__"

@@ -4,19 +4,24 @@ The kernels, each one pass over the runs, writing into output arrays the caller 
 compiled function that returns arrays pays about a microsecond to hand each one back to Python):
 
 - :func:`prompt_terms`: the random Fourier features ``phi = scale cos(W y + b)`` of each run's
-  context (Rahimi & Recht 2007), and per model ``z = phi - phibar_g``, ``h = (C_g + lambda_g I)^-1 z``,
-  ``z' theta_g`` and ``z' h`` (the posterior mean's and variance's prompt terms);
+  context (Rahimi & Recht 2007; ``W`` in single precision, ``W y`` summed in double), and per model
+  ``z = phi - phibar_g``, ``h = (C_g + lambda_g I)^-1 z`` (BLAS ``dsymv`` on the upper triangle, the only
+  one kept: half the bytes), ``z' theta_g`` and ``z' h`` (the posterior mean's and variance's prompt terms);
 - :func:`scores`: each model's noise variance, intercept and posterior at the prompt from those terms;
-- :func:`posterior_terms`: the two above in one call (what a new context needs), and whether a model is untried;
+- :func:`posterior_terms`: the two above in one call, and whether a model is untried;
 - :func:`beta_laws`: the Beta laws of the context-free Thompson draw;
 - :func:`recurring`: a recurring prompt's own outcomes folded into one run's posterior (a normal-normal update);
 - :func:`priced` and :func:`pace`: the budget pacer's price applied to the scores, and its step after a round;
+- :func:`prepare`: all a new context needs before the draws, in one call: :func:`posterior_terms`,
+  :func:`recurring` where the prompt has a cell, :func:`priced` with a budget, and :func:`beta_laws`;
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
   :func:`information_directed`, the law of information-directed sampling at a prompt;
 - :func:`argmax_cells`: the law of the largest of independent draws from their CDFs on cells;
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
-  feature moments and the Sherman-Morrison step on ``(C + lambda I)^-1`` with its coefficients ``theta``.
+  feature moments, the Sherman-Morrison step on ``(C + lambda I)^-1`` (its upper triangle) with its coefficients ``theta``,
+  and every model's ``(C + lambda I)^-1 zbar`` (the context-free variance's term) carried forward
+  from the round's products, so that a decision needs one product per model, not two.
 
 Their plain-Python versions (``prompt_terms.py_func`` and so on) compute the same
 numbers: ``tests/test_routing_policy.py`` replays the policy with each and compares it round for round.
@@ -27,70 +32,124 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import get_cython_function_address, intrinsic
+
+from ._kernel_numba import _dot  # u . v, reassociated so that it vectorises (accumulated in double: u may be single)
+
+#: The address of BLAS ``dsymv`` (SciPy's, as numba's own ``np.dot`` uses), passed to the kernels at each call: a compiled
+#: function may be cached to disk only if it holds no address of this process.
+SYMV = get_cython_function_address("scipy.linalg.cython_blas", "dsymv")
+
+
+@intrinsic
+def _call_blas(typingctx, fn, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9):
+    """Call the BLAS routine at address ``fn`` with the ten pointers ``a0..a9`` (all ``intp``)."""
+    sig = types.void(types.intp, *[types.intp] * 10)
+
+    def codegen(context, builder, signature, args):
+        ptr = ir.IntType(8).as_pointer()
+        routine = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [ptr] * 10).as_pointer())
+        builder.call(routine, [builder.inttoptr(a, ptr) for a in args[1:]])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(cache=True, nogil=True)
-def prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, theta, zh, terms):  # pragma: no cover - compiled
+def _symv(symv, M, x, y):  # pragma: no cover - compiled
+    """``y = M x`` for the symmetric matrix whose upper triangle is that of the C-ordered ``M`` (its lower triangle is not read):
+    BLAS ``dsymv`` at address ``symv``, half the bytes of a general product."""
+    ints = np.array([x.shape[0], x.shape[0], 1], dtype=np.int32)  # n, lda, increment
+    coef = np.array([1.0, 0.0])  # alpha, beta
+    uplo = np.array([76], dtype=np.uint8)  # "L": the column-major lower triangle, the upper one of the C-ordered M
+    _call_blas(symv, uplo.ctypes.data, ints.ctypes.data, coef.ctypes.data, M.ctypes.data, ints[1:].ctypes.data, x.ctypes.data,
+               ints[2:].ctypes.data, coef[1:].ctypes.data, y.ctypes.data, ints[2:].ctypes.data)
+
+
+@njit(cache=True, nogil=True)
+def _axpy(y, x, a):  # pragma: no cover - compiled
+    """``y += a x`` in place."""
+    for k in range(y.shape[0]):
+        y[k] += a * x[k]
+
+
+@njit(cache=True, nogil=True)
+def _seen(n, phibar, r, seen):  # pragma: no cover - compiled
+    """Into ``seen`` ``(D,)``: the mean feature of every prompt run ``r`` has seen, ``sum_g n_g phibar_g / sum_g n_g`` (0 before any);
+    returns ``sum_g n_g``."""
+    rounds = 0.0
+    seen[:] = 0.0
+    for g in range(n.shape[1]):
+        rounds += n[r, g]
+        for k in range(seen.shape[0]):
+            seen[k] += n[r, g] * phibar[r, g, k]
+    seen /= max(rounds, 1.0)
+    return rounds
+
+
+@njit(cache=True, nogil=True)
+def prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, Cinv_zbar, theta, symv, zh, terms):  # pragma: no cover - compiled
     """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and model; into ``terms`` ``(4, R, G)``:
     ``z'theta``, ``z'h``, and at ``zbar = seen - phibar_g`` (``seen`` the mean feature of every prompt seen,
     ``sum_g n_g phibar_g / sum_g n_g``) ``zbar'theta`` and ``zbar' Cinv zbar``.
 
-    ``Cinv z`` and ``Cinv zbar`` come from one product with the two columns ``[z, zbar]``, so each model's
-    ``Cinv`` is read once per decision (the products are memory bound). ``phi`` is zero in the runs whose
-    ``bandwidth`` is 0 (not set yet).
+    ``Cinv zbar`` does not depend on the prompt: :func:`learn` keeps it (``Cinv_zbar``), so a decision reads each model's
+    ``Cinv`` once, for ``Cinv z``. ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not set yet).
     """
     R, G, D = phibar.shape
     z, h, lin, quad, adjust, quad_seen = zh[0], zh[1], terms[0], terms[1], terms[2], terms[3]
     phi = np.empty(D)
     seen = np.empty(D)
-    pair = np.empty((D, 2))
     for r in range(R):
         phi[:] = 0.0
         if bandwidth[r] > 0:
-            proj = np.dot(freq[r], contexts[r])  # BLAS gemv, as numpy's
             for k in range(D):
-                phi[k] = scale * math.cos(proj[k] + phase[r, k])
-        rounds = 0.0
-        seen[:] = 0.0
+                phi[k] = _dot(freq[r, k], contexts[r])
+            for k in range(D):
+                phi[k] = scale * math.cos(phi[k] + phase[r, k])
+        _seen(n, phibar, r, seen)
         for g in range(G):
-            rounds += n[r, g]
+            zg, hg = z[r, g], h[r, g]
             for k in range(D):
-                seen[k] += n[r, g] * phibar[r, g, k]
-        seen /= max(rounds, 1.0)
-        for g in range(G):
-            for k in range(D):
-                z[r, g, k] = phi[k] - phibar[r, g, k]
-                pair[k, 0] = z[r, g, k]
-                pair[k, 1] = seen[k] - phibar[r, g, k]
-            both = np.dot(Cinv[r, g], pair)  # BLAS gemm: Cinv [z, zbar]
+                zg[k] = phi[k] - phibar[r, g, k]
+            _symv(symv, Cinv[r, g], zg, hg)
             lin_g, quad_g, adjust_g, quad_seen_g = 0.0, 0.0, 0.0, 0.0
             for k in range(D):
-                h[r, g, k] = both[k, 0]
-                lin_g += pair[k, 0] * theta[r, g, k]
-                quad_g += pair[k, 0] * both[k, 0]
-                adjust_g += pair[k, 1] * theta[r, g, k]
-                quad_seen_g += pair[k, 1] * both[k, 1]
+                zbar = seen[k] - phibar[r, g, k]
+                lin_g += zg[k] * theta[r, g, k]
+                quad_g += zg[k] * hg[k]
+                adjust_g += zbar * theta[r, g, k]
+                quad_seen_g += zbar * Cinv_zbar[r, g, k]
             lin[r, g], quad[r, g], adjust[r, g], quad_seen[r, g] = lin_g, quad_g, adjust_g, quad_seen_g
 
 
 @njit(cache=True, nogil=True)
-def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, bandwidth, arms, rewards, zh, next_fit, due):  # pragma: no cover - compiled
+def learn(n, ybar, syy, ymin, ymax, Cinv, Cinv_zbar, theta, cxy, phibar, bandwidth, arms, rewards, zh, next_fit, due):  # pragma: no cover - compiled
     """One round of every run, in place: the reward range, each played model's count, mean and centred sum of squares
     (Welford), and where the run's bandwidth is set (``bandwidth > 0``), with ``u = sqrt(w) z``, ``w = n / (n + 1)``:
-    ``Cinv -= w h h' / (1 + w z'h)`` (Sherman-Morrison), ``theta += w (dy - z'theta) / (1 + w z'h) h``,
+    ``Cinv -= w h h' / (1 + w z'h)`` (Sherman-Morrison, on the upper triangle: ``Cinv`` holds only that of
+    ``(C + lambda I)^-1``), ``theta += w (dy - z'theta) / (1 + w z'h) h``,
     ``cxy += w dy z`` and ``phibar += z / (n + 1)``, ``n`` the model's count before the round; ``z`` and ``h``
-    from :func:`prompt_terms`. ``due[r]``: run ``r``'s played model has reached its ``next_fit`` count (a run with a bandwidth).
-    Returns ``(any due, any run without a bandwidth)``.
+    of every model from :func:`prompt_terms`. ``due[r]``: run ``r``'s played model has reached its ``next_fit`` count (a run
+    with a bandwidth). Returns ``(any due, any run without a bandwidth)``.
+
+    ``Cinv_zbar`` (``Cinv zbar`` of every model, ``zbar = seen - phibar_g``) follows without a product: with ``N`` rounds
+    before this one, ``seen`` moves by ``delta = (phi - seen) / (N + 1)`` and ``Cinv delta = (h - Cinv_zbar) / (N + 1)``
+    (``phi = z + phibar_g``); the played model's ``phibar`` moves by ``z / (n + 1)`` (``Cinv z = h``), then its ``Cinv`` by
+    the rank-one step.
     """
     D = Cinv.shape[2]
     z, h = zh[0], zh[1]
+    seen = np.empty(D)
     some_due, waiting = False, False
     for r in range(arms.shape[0]):
         g, y = arms[r], rewards[r]
         ymin[r] = min(ymin[r], y)
         ymax[r] = max(ymax[r], y)
         k = float(n[r, g])
+        rounds = n[r].sum()
         dy = y - ybar[r, g]
         w = k / (k + 1.0)
         n[r, g] += 1
@@ -102,18 +161,26 @@ def learn(n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, bandwidth, arms, r
         if not live:
             waiting = True
             continue
-        zh = np.dot(z[r, g], h[r, g])
-        zt = np.dot(z[r, g], theta[r, g])
-        denom = 1.0 + w * zh
+        zg, hg, M, u = z[r, g], h[r, g], Cinv[r, g], Cinv_zbar[r]
+        zt = np.dot(zg, theta[r, g])
+        denom = 1.0 + w * np.dot(zg, hg)
         coef = w / denom
         step = w * (dy - zt) / denom
+        for i in range(D):  # the upper triangle, the one the products read
+            _axpy(M[i, i:], hg[i:], -(coef * hg[i]))
         for i in range(D):
-            hi = coef * h[r, g, i]
-            for j in range(D):
-                Cinv[r, g, i, j] -= hi * h[r, g, j]
-            theta[r, g, i] += step * h[r, g, i]
-            cxy[r, g, i] += w * dy * z[r, g, i]
-            phibar[r, g, i] += z[r, g, i] / (k + 1.0)
+            theta[r, g, i] += step * hg[i]
+            cxy[r, g, i] += w * dy * zg[i]
+            phibar[r, g, i] += zg[i] / (k + 1.0)
+        for j in range(u.shape[0]):
+            for i in range(D):
+                u[j, i] += (h[r, j, i] - u[j, i]) / (rounds + 1.0)
+        _seen(n, phibar, r, seen)
+        hz = 0.0
+        for i in range(D):
+            u[g, i] -= hg[i] / (k + 1.0)
+            hz += hg[i] * (seen[i] - phibar[r, g, i])
+        _axpy(u[g], hg, -coef * hz)
     return some_due, waiting
 
 
@@ -164,18 +231,42 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
 
 
 @njit(cache=True, nogil=True)
-def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
-                    zh, out, untried):  # pragma: no cover - compiled
+def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
+                    symv, zh, out, untried):  # pragma: no cover - compiled
     """:func:`prompt_terms` then :func:`scores` of each run's context, and into ``untried`` ``(R, G)`` whether model ``g`` of run
     ``r`` was never played; returns whether any was not."""
     terms = np.empty((4, n.shape[0], n.shape[1]))
-    prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, theta, zh, terms)
+    prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, Cinv_zbar, theta, symv, zh, terms)
     scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
     fresh = False
     for r in range(n.shape[0]):
         for g in range(n.shape[1]):
             untried[r, g] = n[r, g] == 0
             fresh = fresh or untried[r, g]
+    return fresh
+
+
+@njit(cache=True, nogil=True)
+def prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
+            symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried):  # pragma: no cover - compiled
+    """Everything a new context needs before the draws, in one call; returns whether any model is untried.
+
+    :func:`posterior_terms` into ``zh``, ``out[:5]`` and ``untried``; then, in the runs where ``has_cell``,
+    :func:`recurring` with the prompt's ``cell[r]`` on ``out[0]`` and ``out[1]``; then the scores the choice uses into
+    ``out[5:7]`` (``out[0]`` and ``out[2]``, :func:`priced` where ``budget > 0``); then :func:`beta_laws` of ``out[6]``
+    and the spread into ``ab``.
+    """
+    fresh = posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof,
+                            tiny, symv, zh, out, untried)
+    for r in range(n.shape[0]):
+        if has_cell[r]:
+            recurring(out[0, r], out[1, r], out[4, r], cell[r], within[r], tiny)
+    if budget > 0:
+        priced(out[0], out[2], cost_sum, cost_n, log_price, ymin, ymax, unit, budget, out[5:7])
+    else:
+        out[5] = out[0]
+        out[6] = out[2]
+    beta_laws(out[6], out[3], ymin, ymax, tiny, ab)
     return fresh
 
 
@@ -297,12 +388,14 @@ def override(mean, var, value, spread, noise, draws, leader_z, z, tiny, out):  #
 
 
 @njit(cache=True, nogil=True)
-def priced(mean, value, cost_sum, cost_n, price, budget, out):  # pragma: no cover - compiled
+def priced(mean, value, cost_sum, cost_n, log_price, ymin, ymax, unit, budget, out):  # pragma: no cover - compiled
     """Into ``out`` ``(2, R, G)``: ``mean`` and ``value`` minus each model's running mean cost (0 before its first) times the
-    run's ``price`` per ``budget``-sized cost."""
+    run's price per ``budget``-sized cost, ``sign(u) unit (ymax - ymin) (exp|u| - 1)`` from its log price ``u``."""
     R, G = mean.shape
     for r in range(R):
-        per = price[r] / budget
+        u = log_price[r]
+        price = math.copysign(unit * max(ymax[r] - ymin[r], 0.0) * math.expm1(abs(u)), u) if u != 0.0 else 0.0
+        per = price / budget
         for g in range(G):
             cost = (cost_sum[r, g] / max(cost_n[r, g], 1) if cost_n[r, g] > 0 else 0.0) * per
             out[0, r, g] = mean[r, g] - cost

@@ -146,9 +146,11 @@ def sherman_morrison_rows(Ainv: np.ndarray, rows: np.ndarray, arms: np.ndarray, 
 class _PerDecisionCache:
     """Keeps what ``select`` computed for a context so that the ``update`` on the same context reuses it.
 
-    The cache is not learned state: :meth:`state_dict` stores it empty, so a saved policy is the
-    same whether or not a ``select`` came last.
+    The cache (and any other per-decision scratch a class names in ``_scratch``) is not learned state:
+    :meth:`state_dict` stores it empty, so a saved policy is the same whether or not a ``select`` came last.
     """
+
+    _scratch: tuple[str, ...] = ("_last",)
 
     def _cache_get(self, contexts: np.ndarray) -> tuple | None:
         last = getattr(self, "_last", None)
@@ -165,11 +167,12 @@ class _PerDecisionCache:
         return super().reset(*args, **kwargs)
 
     def state_dict(self) -> dict:
-        last, self._last = getattr(self, "_last", None), None
+        kept = {name: getattr(self, name, None) for name in self._scratch}
+        vars(self).update(dict.fromkeys(kept))
         try:
             return super().state_dict()
         finally:
-            self._last = last
+            vars(self).update(kept)
 
 
 def _ucb_index(mu: np.ndarray, sd: np.ndarray, eta: float) -> np.ndarray:

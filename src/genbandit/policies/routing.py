@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import math
 from functools import lru_cache
+from types import SimpleNamespace
 from numbers import Integral, Real
 from typing import Any
 
@@ -123,10 +124,12 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     ``lambda_g`` makes it (on the real ParetoBandit stream the weakest model, sent prompts for that
     width, took 3% to 11% of the rounds after round 1,000 in 3 of 120 orders); ``s2_g`` is again
     shrunk by two pseudo-rounds to the variance pooled over models when the scores are formed.
-    ``(C_g + lambda_g I)^-1`` is kept by Sherman-Morrison between refits, with
-    the features and ``(C_g + lambda_g I)^-1 z`` of the last ``select`` reused by the ``update``;
+    ``(C_g + lambda_g I)^-1`` (its upper triangle) is kept by Sherman-Morrison between refits, with
+    the features and ``(C_g + lambda_g I)^-1 z`` of the last ``select`` reused by the ``update``, and
+    ``(C_g + lambda_g I)^-1 zbar`` (step 1's variance) carried from round to round by the ``update``;
     ``probabilities`` and the ``select`` after it on the same context share the features and the
-    scores. The per-decision arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`).
+    scores. The per-decision arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`):
+    a ``select`` is one call up to the draws and one after them, an ``update`` one call.
 
     A round (models played fewer than ``initial_plays`` times first, in random order):
 
@@ -243,6 +246,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
 
     name = "evidence-thompson"
     contextual = True
+    _scratch = ("_last", "_work")
     _parameter_constraints = {
         "n_features": [Interval(Integral, 1, None, "left")],
         "n_components": [Interval(Integral, 1, None, "left")],
@@ -276,7 +280,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     # ------------------------------------------------------------------ state
     def _init_state(self, n_runs: int) -> None:
         R, G, D, d = n_runs, self.n_arms, self.n_components, self.n_features
-        self._freq = self._rng.standard_normal((R, D, d))  # divided by the bandwidth once it is known
+        self._freq = self._rng.standard_normal((R, D, d)).astype(np.float32)  # divided by the bandwidth once it is known
         self._phase = self._rng.uniform(0.0, 2.0 * np.pi, (R, D))
         self._bandwidth = np.zeros(R)  # 0 until the median heuristic has its sample
         self._buffer: list[list[tuple[np.ndarray, int, float]]] = [[] for _ in range(R)]
@@ -285,7 +289,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self._syy = np.zeros((R, G))
         self._phibar = np.zeros((R, G, D))
         self._cxy = np.zeros((R, G, D))
-        self._Cinv = np.broadcast_to(np.eye(D) / _LAMBDA_START, (R, G, D, D)).copy()
+        self._Cinv = np.broadcast_to(np.eye(D) / _LAMBDA_START, (R, G, D, D)).copy()  # (C_g + lambda_g I)^-1, its upper triangle
+        self._Cinv_zbar = np.zeros((R, G, D))  # (C_g + lambda_g I)^-1 (seen - phibar_g), seen the mean feature of every prompt
         self._theta = np.zeros((R, G, D))
         self._lam = np.full((R, G), _LAMBDA_START)
         self._s2 = np.zeros((R, G))
@@ -300,67 +305,65 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self._log_price = np.zeros(R)  # u: the price's signed log scale
         self._spent = np.zeros(R)
         self._paid = np.zeros(R, dtype=np.int64)
+        self._work: SimpleNamespace | None = None  # the kernels' output arrays (_scratch_for)
 
-    # ------------------------------------------------------------------ features
+    # ------------------------------------------------------------------ per decision
+    def _scratch_for(self, n_runs: int) -> SimpleNamespace:
+        """The arrays the compiled kernels write a decision into, allocated once per state (not learned state: see
+        ``_scratch``): ``zh`` ``(2, R, G, D)``, the scores ``out`` ``(7, R, G)`` and the views ``scores`` of those a choice
+        uses, the Beta laws ``ab`` ``(2, R, G)`` (``ab_flat`` ``(2, R G)``), untried models, a recurring prompt's cell per run,
+        refits due."""
+        work = self._work
+        if work is None:
+            R, G, D = n_runs, self.n_arms, self.n_components
+            out, ab_flat = np.empty((7, R, G)), np.empty((2, R * G))
+            work = self._work = SimpleNamespace(zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]),
+                                                ab=ab_flat.reshape(2, R, G), ab_flat=ab_flat, untried=np.empty((R, G), dtype=bool),
+                                                cell=np.zeros((R, G, 3)), has_cell=np.zeros(R, dtype=bool), due=np.empty(R, dtype=bool))
+        return work
+
     def _cached(self, contexts: np.ndarray) -> tuple:
-        """(``zh``: ``z = phi - phibar_g`` and ``h = (C_g + lambda_g I)^-1 z``; the posterior ``(mean, var, value, spread, noise)``
-        of :func:`~genbandit.policies._routing_numba.scores` before the recurring-prompt update, ``(5, n_runs, n_arms)``; untried
-        models; whether there is one; prompt keys; memo) of each run's context, the features zero where the bandwidth is not set yet.
+        """(whether a model is untried, prompt keys) of each run's context, with its features, posterior and Beta laws in the
+        scratch arrays (:meth:`_scratch_for`), the features zero where the bandwidth is not set yet.
 
-        Computed once per context in one compiled pass (:func:`~genbandit.policies._routing_numba.posterior_terms`):
-        ``probabilities`` and the ``select`` and ``update`` that follow on the same context reuse them, and the
-        scores of :meth:`_scores` kept in ``memo``; an ``update`` clears them.
+        Computed once per context in one compiled call (:func:`~genbandit.policies._routing_numba.prepare`): ``probabilities``
+        and the ``select`` and ``update`` that follow on the same context reuse them; an ``update`` clears them.
         """
         cached = self._cache_get(contexts)
         if cached is not None:
             return cached
-        zh, out = np.empty((2, *self._phibar.shape)), np.empty((5, *self._n.shape))
-        untried = np.empty(self._n.shape, dtype=bool)
-        fresh = _kernels().posterior_terms(contexts, self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar,
-                                           self._Cinv, self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
-                                           _PRIOR_DOF, _TINY, zh, out, untried)
+        work = self._scratch_for(contexts.shape[0])
+        keys = None
+        if self.max_prompts:
+            keys = [_key(x) for x in contexts]
+            for r, key in enumerate(keys):
+                cell = self._cells[r].get(key)
+                work.has_cell[r] = cell is not None
+                if cell is not None:
+                    work.cell[r] = cell
+        fresh = _kernels().prepare(contexts, self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar, self._Cinv,
+                                   self._Cinv_zbar, self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax, _PRIOR_DOF, _TINY,
+                                   _kernels().SYMV, work.cell, work.has_cell, self._within, self._cost_sum, self._cost_n, self._log_price, _PRICE_UNIT,
+                                   0.0 if self.budget is None else self.budget, work.zh, work.out, work.ab, work.untried)
         if self.initial_plays > 1:
-            np.less(self._n, self.initial_plays, out=untried)
-            fresh = bool(untried.any())
-        keys = [_key(x) for x in contexts] if self.max_prompts else None
-        return self._cache_put(contexts, zh, out, untried, fresh, keys, {})
+            np.less(self._n, self.initial_plays, out=work.untried)
+            fresh = bool(work.untried.any())
+        return self._cache_put(contexts, fresh, keys)
 
     # ------------------------------------------------------------------ posterior
     def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and variance of every model's mean score at each run's context, ``(n_runs, n_arms)`` each."""
-        self._ensure_state(single=False)
-        mean, var = self._posterior(self._cached(self._check_contexts(contexts, self._n_runs)))[:2]
-        return mean.copy(), var.copy()
+        """Posterior mean and variance of every model's mean score at each run's context, ``(n_runs, n_arms)`` each.
 
-    def _posterior(self, cached: tuple) -> tuple[np.ndarray, ...]:
-        """(mean, var, value, spread, noise) of a context (``cached``: :meth:`_cached`), ``(n_runs, n_arms)`` each:
-        see :func:`~genbandit.policies._routing_numba.scores`.
-
-        The noise variance is each model's evidence estimate shrunk by two pseudo-rounds to the
+        Each model's noise variance is its evidence estimate shrunk by two pseudo-rounds to the
         variance pooled over models (empirical Bayes across models), which keeps a model whose first
-        few outcomes happened to agree from looking certain, so it is not frozen out. The
-        context-free mean is each model's mean over every prompt seen, not only over the prompts it
-        was played on (a regression adjustment: a model chosen on hard prompts by the overrides would
-        otherwise look worse than it is), its variance ``spread`` that of the adjusted mean, the slopes'
-        uncertainty included. A recurring prompt's own outcomes then update ``mean`` and ``var``.
+        few outcomes happened to agree from looking certain, so it is not frozen out. A recurring
+        prompt's own outcomes update the mean and variance (see
+        :func:`~genbandit.policies._routing_numba.scores` and :func:`~genbandit.policies._routing_numba.recurring`).
         """
-        _, out, _, _, keys, _ = cached
-        mean, var, value, spread, noise = out
-        if keys is not None:
-            mean, var = self._with_cells(keys, mean, var, noise)
-        return mean, var, value, spread, noise
-
-    def _with_cells(self, keys: list[str], mean: np.ndarray, var: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The normal-normal update of each model's estimate by a recurring prompt's own outcomes (into copies of ``mean`` and ``var``)."""
-        copied = False
-        for r, key in enumerate(keys):
-            cell = self._cells[r].get(key)
-            if cell is None:
-                continue
-            if not copied:
-                mean, var, copied = mean.copy(), var.copy(), True
-            _kernels().recurring(mean[r], var[r], s2[r], cell, self._within[r], _TINY)
-        return mean, var
+        self._ensure_state(single=False)
+        self._cached(self._check_contexts(contexts, self._n_runs))
+        out = self._work.out
+        return out[0].copy(), out[1].copy()
 
     # ------------------------------------------------------------------ policy
     def _select(self, contexts: np.ndarray) -> np.ndarray:
@@ -379,10 +382,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         mean, var, value, spread, noise, untried, fresh = self._scores(contexts)
         if self.override_z is None:
             return np.stack([u / u.sum() if u.any() else gaussian_argmax_law(m, np.sqrt(v)) for m, v, u in zip(mean, var, untried)])
-        ab = np.empty((2, *value.shape))
-        _kernels().beta_laws(value, spread, self._ymin, self._ymax, _TINY, ab)
         ties = "uniform" if fresh else "first"  # as _context_free_draw breaks them
-        base = np.stack([u / u.sum() if u.any() else beta_argmax_law(a, b, ties) for a, b, u in zip(*ab, untried)])  # untried first
+        base = np.stack([u / u.sum() if u.any() else beta_argmax_law(a, b, ties) for a, b, u in zip(*self._work.ab, untried)])  # untried first
         if fresh:
             return base
         laws = np.empty((*mean.shape, self.n_arms))
@@ -390,23 +391,13 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         return np.einsum("rb,rbg->rg", base, laws)
 
     def _scores(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(mean, var, value, spread, noise, untried, fresh): each model's posterior at the context and context-free,
-        its noise variance and whether it was never played, ``(n_runs, n_arms)``, and whether any model was not.
-
-        Kept with the context's features until the next ``update``: ``probabilities`` and the ``select`` after it share them."""
-        cached = self._cached(contexts)
-        memo = cached[-1]
-        if "scores" not in memo:
-            memo["scores"] = self._score(cached)
-        return memo["scores"]
-
-    def _score(self, cached: tuple) -> tuple[np.ndarray, ...]:
-        mean, var, value, spread, s2 = self._posterior(cached)
-        if self.budget is not None:
-            priced = np.empty((2, *mean.shape))
-            _kernels().priced(mean, value, self._cost_sum, self._cost_n, self.price, self.budget, priced)
-            mean, value = priced
-        return mean, var, value, spread, s2, cached[2], cached[3]
+        """(mean, var, value, spread, noise, untried, fresh): each model's posterior at the context (the recurring prompt's
+        outcomes and, with a budget, the price of its cost included) and context-free, its noise variance and whether it
+        was never played, ``(n_runs, n_arms)``, and whether any model was not: views of the scratch arrays, kept with the
+        context's features until the next ``update`` (``probabilities`` and the ``select`` after it share them)."""
+        fresh = self._cached(contexts)[0]
+        work = self._work
+        return (*work.scores, work.untried, fresh)
 
     def _leader_z(self) -> float:
         # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader needs
@@ -419,17 +410,18 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         if self.override_z is None:
             return _thompson(mean, var, untried, fresh, rng)
         if fresh:
-            return argmax_random_ties(np.where(untried, np.inf, self._context_free_draw(value, spread, rng, 0).reshape(value.shape)), rng)
+            return argmax_random_ties(np.where(untried, np.inf, self._context_free_draw(rng, 0).reshape(value.shape)), rng)
         # the largest draw is the base choice; where the prompt is confidently worse than average for the base model, the
         # information-directed choice on the per-prompt posteriors (override_laws gives the law of this choice given each base)
         out = np.empty(mean.shape[0], dtype=np.int64)
-        _kernels().override(mean, var, value, spread, noise, self._context_free_draw(value, spread, rng, mean.shape[0]), self._leader_z(),
-                            self.override_z, _TINY, out)
+        _kernels().override(mean, var, value, spread, noise, self._context_free_draw(rng, mean.shape[0]), self._leader_z(), self.override_z,
+                            _TINY, out)
         return out
 
-    def _context_free_draw(self, value: np.ndarray, spread: np.ndarray, rng: np.random.Generator, uniforms: int) -> np.ndarray:
+    def _context_free_draw(self, rng: np.random.Generator, uniforms: int) -> np.ndarray:
         """The draws of Thompson sampling over the models from Beta laws moment-matched to each mean's posterior on the observed
-        reward range, run by run (``n_runs * n_arms``), then ``uniforms`` uniform draws, in one flat array.
+        reward range (the laws :func:`~genbandit.policies._routing_numba.prepare` left in the scratch arrays), run by run
+        (``n_runs * n_arms``), then ``uniforms`` uniform draws, in one flat array.
 
         On the range ``[lo, hi]`` of the rewards seen, a model's mean ``m`` and variance ``v`` are those
         of ``Beta(a, b)`` with ``a + b = m (1 - m) / v - 1``; its skewed tail keeps a model whose first
@@ -438,9 +430,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         The draws are taken one by one, in the order and with the values of ``rng.beta(a, b)`` on the
         arrays and ``rng.random(uniforms)``, at a fraction of their cost for a few models.
         """
-        ab = np.empty((2, *value.shape))
-        _kernels().beta_laws(value, spread, self._ymin, self._ymax, _TINY, ab)
-        beta, uniform, (a, b) = rng.beta, rng.random, ab.reshape(2, -1).tolist()
+        beta, uniform, (a, b) = rng.beta, rng.random, self._work.ab_flat.tolist()
         return np.array([beta(x, y) for x, y in zip(a, b)] + [uniform() for _ in range(uniforms)])
 
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
@@ -458,16 +448,16 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         rewards = feedback if self.budget is None else feedback["reward"]
         if self.budget is not None:
             self._pace(actions, feedback["cost"])
-        zh, _, _, _, keys, _ = self._cached(contexts)
+        keys = self._cached(contexts)[1]
         self._last = None
         if keys is not None:
             for r, key in enumerate(keys):
                 self._count_cell(r, key, int(actions[r]), float(rewards[r]))
-        due = np.zeros(actions.shape[0], dtype=bool)
-        some_due, waiting = _kernels().learn(self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._theta, self._cxy, self._phibar,
-                                       self._bandwidth, actions, rewards, zh, self._next_fit, due)
+        work = self._work
+        some_due, waiting = _kernels().learn(self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._Cinv_zbar, self._theta,
+                                             self._cxy, self._phibar, self._bandwidth, actions, rewards, work.zh, self._next_fit, work.due)
         if some_due:
-            for r in np.flatnonzero(due):
+            for r in np.flatnonzero(work.due):
                 self._refit(int(r), int(actions[r]))
         if waiting:
             for r in np.flatnonzero(self._bandwidth == 0):
@@ -476,7 +466,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                     self._set_bandwidth(int(r))
 
     def _refit(self, r: int, g: int, C: np.ndarray | None = None) -> None:
-        """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis.
+        """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis; then every model's
+        ``(C + lambda I)^-1 zbar`` of run r computed afresh (``learn`` keeps it between refits).
 
         The centred scatter ``C`` is not stored: its eigenvectors are those of ``(C + lambda I)^-1``
         and its eigenvalues ``1/mu - lambda``. The noise carries ``_PRIOR_DOF`` pseudo-rounds of the
@@ -484,29 +475,30 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """
         n = int(self._n[r, g])
         self._next_fit[r, g] = max(2 * n, 8)
-        if self._bandwidth[r] == 0 or n < 2:
-            return
-        if C is None:
-            mu, V = np.linalg.eigh(self._Cinv[r, g])
-            eig = 1.0 / np.maximum(mu, _TINY) - self._lam[r, g]
-        else:
-            eig, V = np.linalg.eigh(C)
-        eig = np.maximum(eig, 0.0)
-        proj = V.T @ self._cxy[r, g]
-        pool = max(float(self._syy[r].sum()), _TINY) / float(np.maximum(self._n[r] - 1, 0).sum())
-        fitted = self._s2[r] > 0  # the slope precision pooled over the models fitted so far: sum gamma_h / sum |theta_h|^2
-        spent, size = float(self._gamma[r, fitted].sum()), float((self._theta[r, fitted] ** 2).sum())
-        lam, s2, gamma = evidence_ridge(eig, proj, float(self._syy[r, g]), n, lam=min(float(self._lam[r, g]), 1.0), pool=pool, dof=_PRIOR_DOF,
-                                        alpha_pool=spent / size if spent > 0 and size > 0 else 0.0, alpha_dof=_PRIOR_DOF)
-        self._lam[r, g], self._s2[r, g], self._gamma[r, g] = lam, s2, gamma
-        self._Cinv[r, g] = (V / (eig + lam)) @ V.T
-        self._theta[r, g] = V @ (proj / (eig + lam))
+        if self._bandwidth[r] > 0 and n >= 2:
+            if C is None:
+                mu, V = _eigh(self._Cinv[r, g])
+                eig = 1.0 / np.maximum(mu, _TINY) - self._lam[r, g]
+            else:
+                eig, V = _eigh(C)
+            eig = np.maximum(eig, 0.0)
+            proj = V.T @ self._cxy[r, g]
+            pool = max(float(self._syy[r].sum()), _TINY) / float(np.maximum(self._n[r] - 1, 0).sum())
+            fitted = self._s2[r] > 0  # the slope precision pooled over the models fitted so far: sum gamma_h / sum |theta_h|^2
+            spent, size = float(self._gamma[r, fitted].sum()), float((self._theta[r, fitted] ** 2).sum())
+            lam, s2, gamma = evidence_ridge(eig, proj, float(self._syy[r, g]), n, lam=min(float(self._lam[r, g]), 1.0), pool=pool, dof=_PRIOR_DOF,
+                                            alpha_pool=spent / size if spent > 0 and size > 0 else 0.0, alpha_dof=_PRIOR_DOF)
+            self._lam[r, g], self._s2[r, g], self._gamma[r, g] = lam, s2, gamma
+            self._Cinv[r, g] = np.triu((V / (eig + lam)) @ V.T)  # the upper triangle: the only one the kernels read and keep
+            self._theta[r, g] = V @ (proj / (eig + lam))
+        seen = self._n[r] @ self._phibar[r] / max(int(self._n[r].sum()), 1)
+        self._Cinv_zbar[r] = np.matmul(_symmetric(self._Cinv[r]), (seen - self._phibar[r])[..., None])[..., 0]
 
     def _scatter(self, r: int, g: int) -> np.ndarray:
         """The centred feature scatter ``C`` of model g of run r, recovered from ``(C + lambda I)^-1``."""
         if self._n[r, g] < 2:
             return np.zeros((self.n_components, self.n_components))
-        mu, V = np.linalg.eigh(self._Cinv[r, g])
+        mu, V = _eigh(self._Cinv[r, g])
         return (V * np.maximum(1.0 / np.maximum(mu, _TINY) - self._lam[r, g], 0.0)) @ V.T
 
     # ------------------------------------------------------------------ before the bandwidth is known
@@ -646,6 +638,16 @@ def _thompson(mean: np.ndarray, var: np.ndarray, untried: np.ndarray, fresh: boo
     """One Gaussian posterior draw per model and run, the largest wins; untried models first (``fresh``: there is one)."""
     draw = mean + np.sqrt(var) * rng.standard_normal(mean.shape)
     return argmax_random_ties(np.where(untried, np.inf, draw), rng) if fresh else draw.argmax(1)
+
+
+def _eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors of the symmetric matrix with ``A``'s upper triangle (the lower one is not read)."""
+    return np.linalg.eigh(A, UPLO="U")
+
+
+def _symmetric(A: np.ndarray) -> np.ndarray:
+    """The symmetric matrices whose upper triangles are those of ``A`` (``(..., D, D)``)."""
+    return np.triu(A) + np.swapaxes(np.triu(A, 1), -1, -2)
 
 
 def _kernels():
