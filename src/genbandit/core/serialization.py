@@ -17,9 +17,12 @@ from .validation import InvalidInputError
 
 __all__ = ["STATE_VERSION", "to_jsonable", "from_jsonable", "check_state_layout", "check_fields"]
 
-#: The layout of ``Policy.state_dict()``. Bump it whenever a field is added, removed or changes
-#: meaning: states of another version are refused, never reinterpreted.
-STATE_VERSION = 2
+#: The layout of ``Policy.state_dict()``: states of another version are refused, never reinterpreted.
+#: A class's hyperparameters and learned fields are checked by name, dtype and shape on load
+#: (:func:`check_fields`), so a class that adds, removes or retypes one refuses its older states by
+#: itself, naming the field, while every other class's saved states still load. Bump it when the
+#: top-level layout changes, or when a field keeps its name, dtype and shape but changes meaning.
+STATE_VERSION = 1
 _STATE_KEYS = ("version", "policy", "params", "state", "rng")
 
 _ARRAY = "__ndarray__"
