@@ -228,23 +228,35 @@ def greedy_shares(model: Any, tokenizer: Any) -> dict:
                                     for kind in ("code", "text")}}
 
 
-def _train(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, recipe: dict, seed: int, log: Callable[[str], None],
-           tag: str, stop_after: int | None = None) -> dict:
-    """Train ``model`` with ``recipe`` (the schedule spans ``recipe["steps"]``); ``stop_after`` ends it early (for checks)."""
+def _optimizer(model: Any, recipe: dict, seed: int) -> tuple[Any, np.random.Generator]:
+    """Seed torch, put ``model`` in training mode and return its AdamW optimiser and the window sampler's generator."""
     import torch
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], betas=(0.9, 0.95), weight_decay=0.01)
-    steps, warmup, long_steps = recipe["steps"], recipe["warmup"], recipe["long_steps"]
+    return torch.optim.AdamW(model.parameters(), lr=recipe["lr"], betas=(0.9, 0.95), weight_decay=0.01), rng
+
+
+def _schedule(opt: Any, recipe: dict, step: int) -> None:
+    """Set the learning rate of ``step``: linear warm-up over ``recipe["warmup"]`` steps, then cosine decay to a tenth over ``recipe["steps"]``."""
+    lr = recipe["lr"] * min(1.0, (step + 1) / recipe["warmup"]) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / recipe["steps"])))
+    for group in opt.param_groups:
+        group["lr"] = lr
+
+
+def _train(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, recipe: dict, seed: int, log: Callable[[str], None],
+           tag: str, stop_after: int | None = None) -> dict:
+    """Train ``model`` with ``recipe`` (the schedule spans ``recipe["steps"]``); ``stop_after`` ends it early (for checks)."""
+    import torch
+
+    opt, rng = _optimizer(model, recipe, seed)
+    steps, long_steps = recipe["steps"], recipe["long_steps"]
     start = time.perf_counter()
     losses: list[float] = []
     curve: list[dict] = []
     for step in range(steps if stop_after is None else stop_after):
-        lr = recipe["lr"] * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
-        for group in opt.param_groups:
-            group["lr"] = lr
+        _schedule(opt, recipe, step)
         if step < steps - long_steps:
             batch, block = recipe["batch"], recipe["block"]
         else:
@@ -319,10 +331,7 @@ def _unlikelihood_finetune(model: Any, data: np.ndarray, held: np.ndarray, lengt
     """
     import torch
 
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], betas=(0.9, 0.95), weight_decay=0.01)
+    opt, rng = _optimizer(model, recipe, seed)
     steps, prefix, length = recipe["steps"], recipe["prefix"], recipe["continuation"]
     start = time.perf_counter()
     losses: list[float] = []
@@ -330,9 +339,7 @@ def _unlikelihood_finetune(model: Any, data: np.ndarray, held: np.ndarray, lengt
     window: dict[str, list[float]] = {"mle": [], "unlikelihood": [], "repeated_share": []}
     curve: list[dict] = []
     for step in range(steps if stop_after is None else stop_after):
-        lr = recipe["lr"] * min(1.0, (step + 1) / recipe["warmup"]) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
-        for group in opt.param_groups:
-            group["lr"] = lr
+        _schedule(opt, recipe, step)
         if (step + 1) % recipe["mle_every"]:
             starts = rng.integers(0, len(data) - prefix - 1, size=recipe["batch"])
             prefixes = torch.from_numpy(np.stack([data[s : s + prefix] for s in starts]))
