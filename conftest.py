@@ -24,6 +24,7 @@ _DOCTEST_NEEDS = {
     "genbandit.policies.paretobandit.ParetoBanditRouter": ("pareto_bandit",),
     "genbandit.envs.rising.LearnerArms": ("sklearn",),
     "genbandit.envs.smooth.OBDClickCurves": ("obp",),
+    "genbandit.specdec.demo_training.repeated_ngram_mask": ("torch",),
 }
 
 
