@@ -310,10 +310,7 @@ def floor(X, R, C, models, _orders, n=2000):
     play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
     kernels, rows = routing._kernels(), np.random.default_rng(0).permutation(len(X))[:n]
     work = policy._scratch_for(1)
-    state = [policy._freq, policy._phase, np.sqrt(2.0 / policy.n_components), policy._bandwidth, policy._phibar, policy._Cinv, policy._Cinv_zbar,
-             policy._theta, policy._n, policy._ybar, policy._syy, policy._s2, policy._gamma, policy._ymin, policy._ymax, routing._PRIOR_DOF,
-             routing._TINY, kernels.SYMV, work.cell, work.has_cell, policy._within, policy._cost_sum, policy._cost_n, policy._log_price,
-             routing._PRICE_UNIT, 0.0, work.zh, work.out, work.ab, work.untried]
+    state = policy._prepare_arguments(work)
     copy = [a.copy() if isinstance(a, np.ndarray) else a for a in (policy._n, policy._ybar, policy._syy, policy._ymin, policy._ymax, policy._Cinv,
                                                                     policy._Cinv_zbar, policy._theta, policy._cxy, policy._phibar, policy._bandwidth)]
     rng, arm, due = np.random.default_rng(0), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool)

@@ -232,24 +232,25 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
 
 @njit(cache=True, nogil=True)
 def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
-                    symv, zh, out, untried):  # pragma: no cover - compiled
+                    min_plays, symv, zh, out, untried):  # pragma: no cover - compiled
     """:func:`prompt_terms` then :func:`scores` of each run's context, and into ``untried`` ``(R, G)`` whether model ``g`` of run
-    ``r`` was never played; returns whether any was not."""
+    ``r`` was played fewer than ``min_plays`` times; returns whether any was."""
     terms = np.empty((4, n.shape[0], n.shape[1]))
     prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, Cinv_zbar, theta, symv, zh, terms)
     scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
     fresh = False
     for r in range(n.shape[0]):
         for g in range(n.shape[1]):
-            untried[r, g] = n[r, g] == 0
+            untried[r, g] = n[r, g] < min_plays
             fresh = fresh or untried[r, g]
     return fresh
 
 
 @njit(cache=True, nogil=True)
 def prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
-            symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried):  # pragma: no cover - compiled
-    """Everything a new context needs before the draws, in one call; returns whether any model is untried.
+            min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried):  # pragma: no cover - compiled
+    """Everything a new context needs before the draws, in one call; returns whether any model is untried (played fewer than
+    ``min_plays`` times).
 
     :func:`posterior_terms` into ``zh``, ``out[:5]`` and ``untried``; then, in the runs where ``has_cell``,
     :func:`recurring` with the prompt's ``cell[r]`` on ``out[0]`` and ``out[1]``; then the scores the choice uses into
@@ -257,7 +258,7 @@ def prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, th
     and the spread into ``ab``.
     """
     fresh = posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof,
-                            tiny, symv, zh, out, untried)
+                            tiny, min_plays, symv, zh, out, untried)
     for r in range(n.shape[0]):
         if has_cell[r]:
             recurring(out[0, r], out[1, r], out[4, r], cell[r], within[r], tiny)

@@ -341,14 +341,16 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                 work.has_cell[r] = cell is not None
                 if cell is not None:
                     work.cell[r] = cell
-        fresh = _kernels().prepare(contexts, self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar, self._Cinv,
-                                   self._Cinv_zbar, self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax, _PRIOR_DOF, _TINY,
-                                   _kernels().SYMV, work.cell, work.has_cell, self._within, self._cost_sum, self._cost_n, self._log_price, _PRICE_UNIT,
-                                   0.0 if self.budget is None else self.budget, work.zh, work.out, work.ab, work.untried)
-        if self.initial_plays > 1:
-            np.less(self._n, self.initial_plays, out=work.untried)
-            fresh = bool(work.untried.any())
+        fresh = _kernels().prepare(contexts, *self._prepare_arguments(work))
         return self._cache_put(contexts, fresh, keys)
+
+    def _prepare_arguments(self, work: SimpleNamespace) -> tuple:
+        """The arguments of :func:`~genbandit.policies._routing_numba.prepare` after the contexts: the state, the constants and
+        the scratch arrays ``work`` it writes into (``work.cell`` and ``work.has_cell`` filled for the context)."""
+        return (self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar, self._Cinv, self._Cinv_zbar,
+                self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax, _PRIOR_DOF, _TINY, self.initial_plays,
+                _kernels().SYMV, work.cell, work.has_cell, self._within, self._cost_sum, self._cost_n, self._log_price, _PRICE_UNIT,
+                0.0 if self.budget is None else self.budget, work.zh, work.out, work.ab, work.untried)
 
     # ------------------------------------------------------------------ posterior
     def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
