@@ -60,6 +60,12 @@ def _estimate_run(stats, cache, layout, prior_rounds, r, tokens, survive, rates,
 
 
 @njit(cache=True, nogil=True)
+def _asleep(asleep, i):  # pragma: no cover - compiled
+    """Whether arm ``i`` is asleep: bit ``i`` of ``asleep`` set (arms 0 to 62 have a bit; later arms are always awake)."""
+    return i < 63 and (asleep >> i) & 1 == 1
+
+
+@njit(cache=True, nogil=True)
 def _choose_run(stats, cache, layout, prior_rounds, exploration, r, asleep):  # pragma: no cover - compiled
     """Run ``r``'s arm among the awake ones (bit ``i`` of ``asleep`` set: arm ``i`` cannot draft this round): the largest
     ``rate_i + max_j rate_j (exploration sqrt(ln n / n_i) + 1 / (1 + N_i))``, ``j`` over the awake arms (the first on
@@ -70,11 +76,11 @@ def _choose_run(stats, cache, layout, prior_rounds, exploration, r, asleep):  # 
     if asleep != 0:  # every arm asleep (only copiers, none with a draft): each round is a plain one, any arm will do
         awake = False
         for i in range(n_arms):
-            awake = awake or i >= 63 or (asleep >> i) & 1 == 0
+            awake = awake or not _asleep(asleep, i)
         asleep = asleep if awake else 0
     best, longest, best_rate = -1, -1.0, 0.0
     for i in range(n_arms):
-        if i < 63 and (asleep >> i) & 1:
+        if _asleep(asleep, i):
             continue
         best_rate = max(best_rate, rates[i])
         if pulls[i] <= 0.0 and layout[i, LENGTH] > longest:
@@ -84,7 +90,7 @@ def _choose_run(stats, cache, layout, prior_rounds, exploration, r, asleep):  # 
     log_total = math.log(max(pulls.sum(), 2.0))
     best_index = -np.inf
     for i in range(n_arms):
-        if i < 63 and (asleep >> i) & 1:
+        if _asleep(asleep, i):
             continue
         # a rate is tokens per round over seconds per round: its evidence is the lesser of the rounds of its tokens (side
         # observations and a longer arm's rounds included) and of its timed rounds (its own, plus its drafter's pooled time)

@@ -245,6 +245,25 @@ def _schedule(opt: Any, recipe: dict, step: int) -> None:
         group["lr"] = lr
 
 
+def _windows(data: np.ndarray, rng: np.random.Generator, batch: int, block: int) -> Any:
+    """``batch`` windows of ``block`` tokens of ``data`` at random offsets, ``batch x block``."""
+    import torch
+
+    starts = rng.integers(0, len(data) - block - 1, size=batch)
+    return torch.from_numpy(np.stack([data[s : s + block] for s in starts]))
+
+
+def _step(model: Any, opt: Any, loss: Any, losses: list[float]) -> None:
+    """One optimiser step on ``loss`` (gradient norm clipped at 1), its value appended to ``losses``."""
+    import torch
+
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    losses.append(float(loss.detach()))
+
+
 def _train(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, recipe: dict, seed: int, log: Callable[[str], None],
            tag: str, stop_after: int | None = None) -> dict:
     """Train ``model`` with ``recipe`` (the schedule spans ``recipe["steps"]``); ``stop_after`` ends it early (for checks)."""
@@ -261,15 +280,9 @@ def _train(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, 
             batch, block = recipe["batch"], recipe["block"]
         else:
             batch, block = recipe["long_batch"], recipe["long_block"]
-        starts = rng.integers(0, len(data) - block - 1, size=batch)
-        x = torch.from_numpy(np.stack([data[s : s + block] for s in starts]))
+        x = _windows(data, rng, batch, block)
         offsets = rng.integers(0, N_POSITIONS - block + 1, size=(batch, 1))
-        loss = model(x, labels=x, position_ids=torch.from_numpy(offsets + np.arange(block))).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(float(loss.detach()))
+        _step(model, opt, model(x, labels=x, position_ids=torch.from_numpy(offsets + np.arange(block))).loss, losses)
         if (step + 1) % 100 == 0 or step + 1 == steps:
             point = {"step": step + 1, "train_loss": round(float(np.mean(losses[-100:])), 4), "seconds": round(time.perf_counter() - start, 1)}
             if (step + 1) % 200 == 0 or step + 1 == steps:
@@ -341,8 +354,7 @@ def _unlikelihood_finetune(model: Any, data: np.ndarray, held: np.ndarray, lengt
     for step in range(steps if stop_after is None else stop_after):
         _schedule(opt, recipe, step)
         if (step + 1) % recipe["mle_every"]:
-            starts = rng.integers(0, len(data) - prefix - 1, size=recipe["batch"])
-            prefixes = torch.from_numpy(np.stack([data[s : s + prefix] for s in starts]))
+            prefixes = _windows(data, rng, recipe["batch"], prefix)
             model.eval()
             continuation = _greedy_continuations(model, prefixes, length)
             model.train()
@@ -353,15 +365,10 @@ def _unlikelihood_finetune(model: Any, data: np.ndarray, held: np.ndarray, lengt
             window["unlikelihood"].append(float(loss.detach()))
             window["repeated_share"].append(float(mask.float().mean()))
         else:
-            starts = rng.integers(0, len(data) - recipe["long_block"] - 1, size=recipe["long_batch"])
-            x = torch.from_numpy(np.stack([data[s : s + recipe["long_block"]] for s in starts]))
+            x = _windows(data, rng, recipe["long_batch"], recipe["long_block"])
             loss = model(x, labels=x).loss
             window["mle"].append(float(loss.detach()))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(float(loss.detach()))
+        _step(model, opt, loss, losses)
         if (step + 1) % log_every == 0 or step + 1 == steps:
             point = {"step": step + 1, **{f"{k}": round(float(np.mean(v)), 4) for k, v in window.items() if v},
                      "held_out_nats_per_byte": round(held_out_loss(model, held, lengths), 4), "seconds": round(time.perf_counter() - start, 1)}
