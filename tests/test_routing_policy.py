@@ -206,6 +206,24 @@ def test_a_recurring_prompt_goes_to_its_own_best_model():
     assert [policy.select(X[5]) for _ in range(20)].count(0) >= 15
 
 
+def test_a_recurring_prompts_own_outcomes_sharpen_its_posterior_and_never_widen_it():
+    rng = np.random.default_rng(7)
+    d, n, prompts = 16, 1500, 300
+    X = _unit_rows(rng, prompts, d)
+    p = rng.uniform(0.0, 1.0, (prompts, 2))  # each prompt its own mean score: a per-prompt effect the kernel does not carry
+    rows, arms = rng.integers(prompts, size=n), rng.integers(2, size=n)
+    arms[rows == 0] = 0  # prompt 0 recurs, played on model 0 only
+    y = p[rows, arms] + 0.1 * rng.standard_normal(n)
+    cells, kernel = (EvidenceThompson(n_arms=2, n_features=d, max_prompts=m, seed=0).fit_logged(X[rows], arms, y) for m in (prompts, 0))
+    mean, var = cells.posterior(X[:1])
+    kernel_mean, kernel_var = kernel.posterior(X[:1])  # the same kernel posterior, no recurring-prompt cells: what a new prompt gets
+    noise, within = cells._work.out[4, 0], cells._within[0]
+    random_effect = noise - (noise.max() + within[0]) / (1.0 + within[1])
+    assert random_effect[1] > kernel_var[0, 1]  # the prompt's random effect would more than double model 1's variance there
+    assert np.isclose(mean[0, 1], kernel_mean[0, 1], rtol=1e-12) and var[0, 1] == kernel_var[0, 1]  # no outcome of model 1 at it
+    assert var[0, 0] < 0.5 * kernel_var[0, 0] and abs(mean[0, 0] - y[rows == 0].mean()) < abs(kernel_mean[0, 0] - y[rows == 0].mean())
+
+
 def test_initial_plays_play_every_model_that_often_first_and_the_law_says_so():
     rng = np.random.default_rng(6)
     policy = EvidenceThompson(n_arms=3, n_features=5, initial_plays=3, seed=0)

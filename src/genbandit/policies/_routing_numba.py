@@ -423,7 +423,9 @@ def recurring(mean, var, noise, cell, within, tiny):  # pragma: no cover - compi
     ``cell`` ``(G, >= 2)``: each model's count ``k_g`` and sum of outcomes at this prompt; ``within``: the pooled within-prompt
     sum of squares and its degrees of freedom. The within-prompt variance ``s2_w = max((max_g noise_g + ss) / (1 + dof), tiny)``
     and the prompt's prior variance ``var_g + max(noise_g - s2_w, 0)`` (floored at ``tiny``) give the precision
-    ``1 / prior + k_g / s2_w``, the mean ``(mean_g / prior + sum_g / s2_w) / precision`` and the variance ``1 / precision``.
+    ``1 / prior + k_g / s2_w``, the mean ``(mean_g / prior + sum_g / s2_w) / precision`` and the variance
+    ``min(1 / precision, var_g)``: the prompt's own outcomes sharpen the kernel posterior ``var_g``, the one a new prompt gets,
+    and never widen it (the random effect's variance sets how far they move the mean).
     """
     pooled = noise[0]
     for g in range(1, noise.shape[0]):
@@ -433,7 +435,7 @@ def recurring(mean, var, noise, cell, within, tiny):  # pragma: no cover - compi
         prior = max(var[g] + max(noise[g] - s2w, 0.0), tiny)
         precision = 1.0 / prior + cell[g, 0] / s2w
         mean[g] = (mean[g] / prior + cell[g, 1] / s2w) / precision
-        var[g] = 1.0 / precision
+        var[g] = min(1.0 / precision, var[g])
 
 
 @njit(cache=True, nogil=True)
