@@ -253,8 +253,9 @@ class Policy(_Seeded, abc.ABC):
                     actions = actions.astype(np.int64)
                 else:
                     raise InvalidInputError(f"The action of {owner} must be an int arm index per run. Got {actions!r} instead.")
-            if ((actions < 0) | (actions >= self.n_arms)).any():
-                raise InvalidInputError(f"Unknown arm for {owner}: arms are 0..{self.n_arms - 1}. Got {actions.tolist()} instead.")
+            arms = actions.tolist()  # a few Python ints: cheaper to bound than by array comparisons
+            if min(arms) < 0 or max(arms) >= self.n_arms:
+                raise InvalidInputError(f"Unknown arm for {owner}: arms are 0..{self.n_arms - 1}. Got {arms} instead.")
             return actions.astype(np.int64, copy=False)
         if actions.shape != (self._n_runs, self.n_arms) or not np.all(np.isfinite(actions)) or not np.all(actions == np.round(actions)):
             raise InvalidInputError(
