@@ -129,7 +129,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     ``(C_g + lambda_g I)^-1 zbar`` (step 1's variance) carried from round to round by the ``update``;
     ``probabilities`` and the ``select`` after it on the same context share the features and the
     scores. The per-decision arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`):
-    a ``select`` is one call up to the draws and one after them, an ``update`` one call.
+    a ``select`` is one call (the features, the scores, the draws from the policy's generator and the choice), an
+    ``update`` one call.
 
     A round (models played fewer than ``initial_plays`` times first, in random order):
 
