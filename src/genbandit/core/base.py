@@ -340,7 +340,8 @@ class Policy(_Seeded, abc.ABC):
 def _batch_feedback(feedback: Any) -> Any:
     if isinstance(feedback, dict):
         return {k: np.asarray(v)[None] for k, v in feedback.items()}
-    return np.asarray(feedback, dtype=float)[None] if np.ndim(feedback) == 0 else np.asarray(feedback)[None]
+    value = np.asarray(feedback)  # once: np.ndim would convert it too
+    return (value.astype(float) if value.ndim == 0 else value)[None]
 
 
 @dataclass

@@ -398,8 +398,10 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         work = self._scratch_for(contexts.shape[0])
         prepared = self._cache_get(contexts) is not None
         keys = None if prepared else self._prompt_cells(contexts, work)
-        fresh = _kernels().decide(contexts, prepared, *self._prepare_arguments(work), self._rng.bit_generator.ctypes.bit_generator.value,
-                                  self._leader_z(), self.override_z, work.draws, work.chosen)
+        bit_generator = self._rng.bit_generator
+        with bit_generator.lock:  # as NumPy's own draws hold it: a generator shared with other threads stays whole
+            fresh = _kernels().decide(contexts, prepared, *self._prepare_arguments(work), bit_generator.ctypes.bit_generator.value,
+                                      self._leader_z(), self.override_z, work.draws, work.chosen)
         if not prepared:
             self._cache_put(contexts, fresh, keys)
         if fresh:
@@ -460,8 +462,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = self._cached(contexts)[1]
         self._last = None
         if keys is not None:
-            for r, key in enumerate(keys):
-                self._count_cell(r, key, int(actions[r]), float(rewards[r]))
+            for r, (key, a, y) in enumerate(zip(keys, actions.tolist(), rewards.tolist())):
+                self._count_cell(r, key, a, y)
         work = self._work
         some_due, waiting = _kernels().learn(self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._Cinv_zbar, self._theta,
                                              self._cxy, self._phibar, self._bandwidth, actions, rewards, work.zh, self._next_fit, work.due)
