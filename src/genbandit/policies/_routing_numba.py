@@ -27,8 +27,9 @@ compiled function that returns arrays pays about a microsecond to hand each one 
   and every model's ``(C + lambda I)^-1 zbar`` (the context-free variance's term) carried forward
   from the round's products, so that a decision needs one product per model, not two.
 
-Their plain-Python versions (``prompt_terms.py_func`` and so on) compute the same
-numbers: ``tests/test_routing_policy.py`` replays the policy with each and compares it round for round.
+Their plain-Python versions (``prompt_terms.py_func`` and so on; :func:`context_free_draws` with the NumPy bit
+generator itself in place of :func:`_bit_generator`, which numba's distributions then call through ``ctypes``) compute
+the same numbers: ``tests/test_routing_policy.py`` replays the policy with each and compares it round for round.
 """
 
 from __future__ import annotations
