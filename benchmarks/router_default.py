@@ -300,7 +300,7 @@ def speed(X, R, C, models, n=2000, repeats=5):
 
 def floor(X, R, C, models, _orders, n=2000):
     """The default's work that no restructuring of the calls removes, each piece timed alone on the state after 500 decisions
-    (minimum and median over ``n`` prompts): its two compiled kernels, the Beta draws, the prompt key and the evidence refit."""
+    (minimum and median over ``n`` prompts): its compiled kernels, the Beta draws, the prompt key and the evidence refit."""
     from genbandit.policies import routing
 
     G, d = R.shape[1], X.shape[1]
@@ -314,6 +314,7 @@ def floor(X, R, C, models, _orders, n=2000):
     copy = [a.copy() if isinstance(a, np.ndarray) else a for a in (policy._n, policy._ybar, policy._syy, policy._ymin, policy._ymax, policy._Cinv,
                                                                     policy._Cinv_zbar, policy._theta, policy._cxy, policy._phibar, policy._bandwidth)]
     rng, arm, due = np.random.default_rng(0), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool)
+    address = rng.bit_generator.ctypes.bit_generator.value  # the draws' generator: rng, kept alive here
     never = np.full_like(policy._next_fit, np.iinfo(np.int64).max)
 
     def timed(step):
@@ -328,7 +329,8 @@ def floor(X, R, C, models, _orders, n=2000):
         "features, (C_g + lambda_g I)^-1 z, the scores and the Beta laws (prepare)": timed(lambda i: kernels.prepare(X[i][None], *state)),
         "moments, Sherman-Morrison and (C_g + lambda_g I)^-1 zbar after the played model's round (learn, on a copy)": timed(
             lambda i: kernels.learn(*copy, arm, R[i, :1], work.zh, never, due)),
-        "three Beta draws (rng.beta)": timed(lambda i: [rng.beta(2.0, 3.0) for _ in range(G)]),
+        "three Beta draws and a uniform, compiled on NumPy's generator (context_free_draws)": timed(
+            lambda i: kernels.context_free_draws(address, work.ab, 1, work.draws)),
         "the recurring-prompt key (BLAKE2 of the embedding)": timed(lambda i: routing._key(X[i])),
     }
     t, most = np.empty(5), int(policy._n[0].argmax())

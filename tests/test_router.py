@@ -421,7 +421,7 @@ def test_the_router_compiles_its_policy_before_the_first_request(tmp_path):
         "import sys; from genbandit.router.config import load_router_config; from genbandit.router.service import Router; "
         "from genbandit.policies import _routing_numba as k; "
         f"r = Router(load_router_config({str(config)!r})); "
-        "names = ['prepare', 'learn', 'override', 'override_laws', 'argmax_cells']; "  # the others run inside these
+        "names = ['prepare', 'decide', 'learn', 'override_laws', 'argmax_cells']; "  # the others run inside these
         "print(sorted(n for n in names if not getattr(k, n).signatures), int(r.policy.state_dict()['state']['_t'])); r.close()"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)

@@ -534,14 +534,44 @@ def test_compiled_kernels_decide_as_their_plain_python_versions(monkeypatch):
         return picks, policy.posterior(centres[:1])
 
     compiled = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
-    names = ("prompt_terms", "scores", "posterior_terms", "prepare", "learn", "beta_laws", "recurring", "priced", "pace", "override", "override_laws")
+    names = ("prompt_terms", "scores", "posterior_terms", "prepare", "learn", "beta_laws", "recurring", "priced", "pace", "override", "override_laws",
+             "decide", "context_free_draws", "_beta")
     plain = SimpleNamespace(SYMV=_routing_numba.SYMV, **{name: getattr(_routing_numba, name).py_func for name in names})
-    for name in ("prompt_terms", "scores", "posterior_terms", "recurring", "priced", "beta_laws"):  # what the plain prepare calls
+    for name in ("prompt_terms", "scores", "posterior_terms", "recurring", "priced", "beta_laws",  # what the plain prepare calls
+                 "prepare", "context_free_draws", "override", "_beta"):  # and the plain decide
         monkeypatch.setattr(_routing_numba, name, getattr(plain, name))
+    policy = EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4)
+
+    def bit_generator(address):  # in plain Python, numba's distributions draw from the NumPy bit generator itself (through ctypes)
+        assert address == policy._rng.bit_generator.ctypes.bit_generator.value
+        return policy._rng.bit_generator
+
+    monkeypatch.setattr(_routing_numba, "_bit_generator", bit_generator)
     monkeypatch.setattr(routing, "_kernels", lambda: plain)
-    python = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
+    python = play(policy, 1)
     assert compiled[0] == python[0]
     np.testing.assert_allclose(compiled[1], python[1], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.MT19937, np.random.Philox, np.random.SFC64])
+def test_compiled_draws_are_numpys_numbers_and_leave_its_generator_where_numpy_would(bit_generator):
+    """The compiled Beta and uniform draws take the numbers NumPy's Generator.beta and .random take from the same state, in every
+    regime of the laws (Johnk's algorithm with powers that underflow, shapes at 1, the Gamma ratio), and leave the same state."""
+    from genbandit.policies._routing_numba import context_free_draws
+
+    rng = np.random.default_rng(5)
+    lows = np.exp(rng.uniform(np.log(1e-6), 0.0, (400, 2, 3)))  # a, b <= 1: Johnk's algorithm, powers often below the least double
+    mixed = np.exp(rng.uniform(np.log(1e-6), np.log(1e4), (400, 2, 3)))
+    ones = np.where(rng.random((200, 2, 3)) < 0.5, 1.0, rng.uniform(0.5, 3.0, (200, 2, 3)))
+    compiled, numpy_ = np.random.Generator(bit_generator(7)), np.random.Generator(bit_generator(7))
+    address = compiled.bit_generator.ctypes.bit_generator.value
+    for ab in np.concatenate([lows, mixed, ones]).reshape(-1, 2, 1, 3):
+        draws = np.empty(4)
+        context_free_draws(address, ab, 1, draws)
+        expected = [numpy_.beta(a, b) for a, b in zip(ab[0, 0], ab[1, 0])] + [numpy_.random()]
+        assert draws.tolist() == expected
+    assert compiled.standard_normal(3).tolist() == numpy_.standard_normal(3).tolist()  # the generators go on alike
+    assert compiled.bit_generator.random_raw(1000).tolist() == numpy_.bit_generator.random_raw(1000).tolist()
 
 
 def test_information_directed_step_leaves_a_weak_wide_model_alone_and_tries_it_when_close():

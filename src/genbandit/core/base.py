@@ -253,8 +253,9 @@ class Policy(_Seeded, abc.ABC):
                     actions = actions.astype(np.int64)
                 else:
                     raise InvalidInputError(f"The action of {owner} must be an int arm index per run. Got {actions!r} instead.")
-            if ((actions < 0) | (actions >= self.n_arms)).any():
-                raise InvalidInputError(f"Unknown arm for {owner}: arms are 0..{self.n_arms - 1}. Got {actions.tolist()} instead.")
+            arms = actions.tolist()  # a few Python ints: cheaper to bound than by array comparisons
+            if min(arms) < 0 or max(arms) >= self.n_arms:
+                raise InvalidInputError(f"Unknown arm for {owner}: arms are 0..{self.n_arms - 1}. Got {arms} instead.")
             return actions.astype(np.int64, copy=False)
         if actions.shape != (self._n_runs, self.n_arms) or not np.all(np.isfinite(actions)) or not np.all(actions == np.round(actions)):
             raise InvalidInputError(
@@ -339,7 +340,8 @@ class Policy(_Seeded, abc.ABC):
 def _batch_feedback(feedback: Any) -> Any:
     if isinstance(feedback, dict):
         return {k: np.asarray(v)[None] for k, v in feedback.items()}
-    return np.asarray(feedback, dtype=float)[None] if np.ndim(feedback) == 0 else np.asarray(feedback)[None]
+    value = np.asarray(feedback)  # once: np.ndim would convert it too
+    return (value.astype(float) if value.ndim == 0 else value)[None]
 
 
 @dataclass

@@ -17,14 +17,19 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
   :func:`information_directed`, the law of information-directed sampling at a prompt;
+- :func:`context_free_draws`: the Beta draws of the context-free choice and the uniforms of the override step, from the
+  policy's NumPy generator itself (:func:`_bit_generator`), the numbers NumPy's own calls would draw;
+- :func:`decide`: a whole ``select`` in one call: :func:`prepare` (unless the context's scores are there already),
+  :func:`context_free_draws` and :func:`override`;
 - :func:`argmax_cells`: the law of the largest of independent draws from their CDFs on cells;
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
   feature moments, the Sherman-Morrison step on ``(C + lambda I)^-1`` (its upper triangle) with its coefficients ``theta``,
   and every model's ``(C + lambda I)^-1 zbar`` (the context-free variance's term) carried forward
   from the round's products, so that a decision needs one product per model, not two.
 
-Their plain-Python versions (``prompt_terms.py_func`` and so on) compute the same
-numbers: ``tests/test_routing_policy.py`` replays the policy with each and compares it round for round.
+Their plain-Python versions (``prompt_terms.py_func`` and so on; :func:`context_free_draws` with the NumPy bit
+generator itself in place of :func:`_bit_generator`, which numba's distributions then call through ``ctypes``) compute
+the same numbers: ``tests/test_routing_policy.py`` replays the policy with each and compares it round for round.
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ import math
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import get_cython_function_address, intrinsic
+from numba.np.random.distributions import random_standard_gamma
+from numba.np.random.generator_core import next_double
 
 from ._kernel_numba import _dot  # u . v, reassociated so that it vectorises (accumulated in double: u may be single)
 
@@ -386,6 +394,92 @@ def override(mean, var, value, spread, noise, draws, leader_z, z, tiny, out):  #
                 total += law[g]
                 if draws[R * G + r] < total:
                     break
+
+
+_BIT_GENERATOR = types.NumPyRandomBitGeneratorType("bit_generator")
+
+
+@intrinsic
+def _bit_generator(typingctx, address):
+    """numba's bit generator on the NumPy one whose ``bitgen_t`` is at ``address`` (``rng.bit_generator.ctypes.bit_generator``: its
+    state and its ``next_uint64``, ``next_uint32`` and ``next_double`` functions, in that order): numba's distributions then
+    draw through NumPy's own functions, advancing the NumPy generator's state. Read from the address given at each call, so
+    that the kernels can be cached to disk (as ``SYMV``), and without unboxing a ``Generator`` (several microseconds a call)."""
+    def codegen(context, builder, signature, args):
+        word = context.get_value_type(types.uintp)
+        words = builder.inttoptr(args[0], word.as_pointer())
+        bitgen = cgutils.create_struct_proxy(_BIT_GENERATOR)(context, builder)
+        bitgen.state, bitgen.fnptr_next_uint64, bitgen.fnptr_next_uint32, bitgen.fnptr_next_double = (
+            builder.load(builder.gep(words, [ir.Constant(word, k)])) for k in range(4))
+        return bitgen._getvalue()
+
+    return _BIT_GENERATOR(types.uintp), codegen
+
+
+@njit(cache=True, nogil=True)
+def _beta(bitgen, a, b):  # pragma: no cover - compiled
+    """One ``Beta(a, b)`` draw, the number NumPy's ``Generator.beta(a, b)`` draws from the same state, leaving the same state.
+
+    With ``a, b <= 1`` Johnk's algorithm (Johnk 1964): uniforms ``U, V`` until ``X + Y <= 1`` for ``X = U^(1/a)``,
+    ``Y = V^(1/b)``, then ``X / (X + Y)``, on a log scale where either power underflows to 0; else ``G_a / (G_a + G_b)``
+    with two standard Gamma draws (Marsaglia & Tsang 2000; numba's port of NumPy's, the same numbers).
+    """
+    if a <= 1.0 and b <= 1.0:
+        while True:
+            U = next_double(bitgen)
+            V = next_double(bitgen)
+            X = U ** (1.0 / a)
+            Y = V ** (1.0 / b)
+            if X + Y <= 1.0 and U + V > 0.0:
+                if X > 0.0 and Y > 0.0:
+                    return X / (X + Y)
+                log_x, log_y = math.log(U) / a, math.log(V) / b
+                top = max(log_x, log_y)
+                log_x, log_y = log_x - top, log_y - top  # one of them 0
+                return math.exp(log_x - math.log1p(math.exp(min(log_x, log_y))))
+    Ga = random_standard_gamma(bitgen, a)
+    Gb = random_standard_gamma(bitgen, b)
+    return Ga / (Ga + Gb)
+
+
+@njit(cache=True, nogil=True)
+def context_free_draws(generator, ab, uniforms, draws):  # pragma: no cover - compiled
+    """Into ``draws``: a ``Beta(a, b)`` draw of every run and model in turn (``ab`` ``(2, R, G)``), then ``uniforms`` uniform
+    numbers on [0, 1), from the NumPy bit generator whose ``bitgen_t`` is at the address ``generator`` (:func:`_bit_generator`):
+    the numbers of ``[rng.beta(a, b) for a, b in ...]`` then ``rng.random(uniforms)`` on that generator, whose state they
+    advance as those calls do (:func:`_beta`)."""
+    bitgen = _bit_generator(generator)
+    R, G = ab.shape[1], ab.shape[2]
+    for r in range(R):
+        for g in range(G):
+            draws[r * G + g] = _beta(bitgen, ab[0, r, g], ab[1, r, g])
+    for k in range(uniforms):
+        draws[R * G + k] = next_double(bitgen)
+
+
+@njit(cache=True, nogil=True)
+def decide(contexts, prepared, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof,
+           tiny, min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried, generator, leader_z, z,
+           draws, chosen):  # pragma: no cover - compiled
+    """A ``select`` in one call; returns whether any model is untried.
+
+    :func:`prepare` of the contexts (its arguments from ``freq`` to ``untried``) unless ``prepared`` (its outputs are those of
+    these contexts already); then :func:`context_free_draws` of the Beta laws ``ab``: where a model is untried, only the
+    Beta draws (the caller plays an untried model); else with one uniform per run, and :func:`override` of the scores
+    ``out[5], out[1], out[6], out[3], out[4]`` into ``chosen``.
+    """
+    if prepared:
+        fresh = False
+        for r in range(untried.shape[0]):
+            for g in range(untried.shape[1]):
+                fresh = fresh or untried[r, g]
+    else:
+        fresh = prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax,
+                        prior_dof, tiny, min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried)
+    context_free_draws(generator, ab, 0 if fresh else untried.shape[0], draws)
+    if not fresh:
+        override(out[5], out[1], out[6], out[3], out[4], draws, leader_z, z, tiny, chosen)
+    return fresh
 
 
 @njit(cache=True, nogil=True)

@@ -129,7 +129,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     ``(C_g + lambda_g I)^-1 zbar`` (step 1's variance) carried from round to round by the ``update``;
     ``probabilities`` and the ``select`` after it on the same context share the features and the
     scores. The per-decision arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`):
-    a ``select`` is one call up to the draws and one after them, an ``update`` one call.
+    a ``select`` is one call (the features, the scores, the draws from the policy's generator and the choice), an
+    ``update`` one call.
 
     A round (models played fewer than ``initial_plays`` times first, in random order):
 
@@ -317,38 +318,46 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     def _scratch_for(self, n_runs: int) -> SimpleNamespace:
         """The arrays the compiled kernels write a decision into, allocated once per state (not learned state: see
         ``_scratch``): ``zh`` ``(2, R, G, D)``, the scores ``out`` ``(7, R, G)`` and the views ``scores`` of those a choice
-        uses, the Beta laws ``ab`` ``(2, R, G)`` (``ab_flat`` ``(2, R G)``), untried models, a recurring prompt's cell per run,
-        refits due."""
+        uses, the Beta laws ``ab`` ``(2, R, G)``, untried models, a recurring prompt's cell per run, refits due, the draws of a
+        ``select`` ``(R G + R,)`` and its choice ``(R,)``."""
         work = self._work
         if work is None:
             R, G, D = n_runs, self.n_arms, self.n_components
-            out, ab_flat = np.empty((7, R, G)), np.empty((2, R * G))
+            out = np.empty((7, R, G))
             work = self._work = SimpleNamespace(zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]),
-                                                ab=ab_flat.reshape(2, R, G), ab_flat=ab_flat, untried=np.empty((R, G), dtype=bool),
-                                                cell=np.zeros((R, G, 3)), has_cell=np.zeros(R, dtype=bool), due=np.empty(R, dtype=bool))
+                                                ab=np.empty((2, R, G)), untried=np.empty((R, G), dtype=bool), cell=np.zeros((R, G, 3)),
+                                                has_cell=np.zeros(R, dtype=bool), due=np.empty(R, dtype=bool), draws=np.empty(R * G + R),
+                                                chosen=np.empty(R, dtype=np.int64))
         return work
 
     def _cached(self, contexts: np.ndarray) -> tuple:
         """(whether a model is untried, prompt keys) of each run's context, with its features, posterior and Beta laws in the
         scratch arrays (:meth:`_scratch_for`), the features zero where the bandwidth is not set yet.
 
-        Computed once per context in one compiled call (:func:`~genbandit.policies._routing_numba.prepare`): ``probabilities``
-        and the ``select`` and ``update`` that follow on the same context reuse them; an ``update`` clears them.
+        Computed once per context in one compiled call (:func:`~genbandit.policies._routing_numba.prepare`, or within
+        :func:`~genbandit.policies._routing_numba.decide` by a ``select``): ``probabilities`` and the ``select`` and ``update``
+        that follow on the same context reuse them; an ``update`` clears them.
         """
         cached = self._cache_get(contexts)
         if cached is not None:
             return cached
         work = self._scratch_for(contexts.shape[0])
-        keys = None
-        if self.max_prompts:
-            keys = [_key(x) for x in contexts]
-            for r, key in enumerate(keys):
-                cell = self._cells[r].get(key)
-                work.has_cell[r] = cell is not None
-                if cell is not None:
-                    work.cell[r] = cell
+        keys = self._prompt_cells(contexts, work)
         fresh = _kernels().prepare(contexts, *self._prepare_arguments(work))
         return self._cache_put(contexts, fresh, keys)
+
+    def _prompt_cells(self, contexts: np.ndarray, work: SimpleNamespace) -> list[str] | None:
+        """The prompt key of each run's context (``None`` without recurring-prompt cells), with the cell of that prompt, where the
+        run has one, in ``work.cell`` (``work.has_cell``)."""
+        if not self.max_prompts:
+            return None
+        keys = [_key(x) for x in contexts]
+        for r, key in enumerate(keys):
+            cell = self._cells[r].get(key)
+            work.has_cell[r] = cell is not None
+            if cell is not None:
+                work.cell[r] = cell
+        return keys
 
     def _prepare_arguments(self, work: SimpleNamespace) -> tuple:
         """The arguments of :func:`~genbandit.policies._routing_numba.prepare` after the contexts: the state, the constants and
@@ -375,7 +384,35 @@ class EvidenceThompson(_PerDecisionCache, Policy):
 
     # ------------------------------------------------------------------ policy
     def _select(self, contexts: np.ndarray) -> np.ndarray:
-        return self._choose(*self._scores(contexts), self._rng)
+        """The model each run plays: untried models first (ties at random); then the base choice, the largest of one draw per
+        model from a Beta law moment-matched to its context-free mean's posterior on the observed reward range, and the
+        override step on the posteriors at the prompt, where the prompt is confidently worse than average for the base model
+        the information-directed choice (:func:`~genbandit.policies._routing_numba.override`; ``override_laws`` gives the law
+        of this choice given each base).
+
+        On the range ``[lo, hi]`` of the rewards seen, a model's mean ``m`` and variance ``v`` are those
+        of ``Beta(a, b)`` with ``a + b = m (1 - m) / v - 1``; its skewed tail keeps a model whose first
+        outcomes sat at one end of the range in play, where a Gaussian draw would freeze it out
+        (for 0/1 rewards this is close to Beta-Bernoulli Thompson sampling, Agrawal & Goyal 2012).
+        One compiled call (:func:`~genbandit.policies._routing_numba.decide`) computes the scores (unless ``probabilities``
+        did, on this context), draws from the policy's generator the numbers ``rng.beta(a, b)`` on each run's laws in turn and
+        then ``rng.random(n_runs)`` would (:func:`~genbandit.policies._routing_numba.context_free_draws`) and chooses.
+        """
+        if self.override_z is None:
+            mean, var, _, _, _, untried, fresh = self._scores(contexts)
+            return _thompson(mean, var, untried, fresh, self._rng)
+        work = self._scratch_for(contexts.shape[0])
+        prepared = self._cache_get(contexts) is not None
+        keys = None if prepared else self._prompt_cells(contexts, work)
+        bit_generator = self._rng.bit_generator
+        with bit_generator.lock:  # as NumPy's own draws hold it: a generator shared with other threads stays whole
+            fresh = _kernels().decide(contexts, prepared, *self._prepare_arguments(work), bit_generator.ctypes.bit_generator.value,
+                                      self._leader_z(), self.override_z, work.draws, work.chosen)
+        if not prepared:
+            self._cache_put(contexts, fresh, keys)
+        if fresh:
+            return argmax_random_ties(np.where(work.untried, np.inf, work.draws[: work.untried.size].reshape(work.untried.shape)), self._rng)
+        return work.chosen.copy()
 
     def _probabilities(self, contexts: np.ndarray) -> np.ndarray:
         """The law of the next ``select``, ``(n_runs, n_arms)``, computed, not sampled: what the router logs as the propensity.
@@ -390,7 +427,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         mean, var, value, spread, noise, untried, fresh = self._scores(contexts)
         if self.override_z is None:
             return np.stack([u / u.sum() if u.any() else gaussian_argmax_law(m, np.sqrt(v)) for m, v, u in zip(mean, var, untried)])
-        ties = "uniform" if fresh else "first"  # as _context_free_draw breaks them
+        ties = "uniform" if fresh else "first"  # as _select breaks them
         base = np.stack([u / u.sum() if u.any() else beta_argmax_law(a, b, ties) for a, b, u in zip(*self._work.ab, untried)])  # untried first
         if fresh:
             return base
@@ -413,34 +450,6 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         # unlucky in its first rounds is not frozen out
         return max(2.0 * self.override_z, math.sqrt(2.0 * math.log(max(self._t, 1))))
 
-    def _choose(self, mean, var, value, spread, noise, untried, fresh, rng: np.random.Generator) -> np.ndarray:
-        """The model each row plays, from its scores (see :meth:`_scores`) and draws from ``rng``."""
-        if self.override_z is None:
-            return _thompson(mean, var, untried, fresh, rng)
-        if fresh:
-            return argmax_random_ties(np.where(untried, np.inf, self._context_free_draw(rng, 0).reshape(value.shape)), rng)
-        # the largest draw is the base choice; where the prompt is confidently worse than average for the base model, the
-        # information-directed choice on the per-prompt posteriors (override_laws gives the law of this choice given each base)
-        out = np.empty(mean.shape[0], dtype=np.int64)
-        _kernels().override(mean, var, value, spread, noise, self._context_free_draw(rng, mean.shape[0]), self._leader_z(), self.override_z,
-                            _TINY, out)
-        return out
-
-    def _context_free_draw(self, rng: np.random.Generator, uniforms: int) -> np.ndarray:
-        """The draws of Thompson sampling over the models from Beta laws moment-matched to each mean's posterior on the observed
-        reward range (the laws :func:`~genbandit.policies._routing_numba.prepare` left in the scratch arrays), run by run
-        (``n_runs * n_arms``), then ``uniforms`` uniform draws, in one flat array.
-
-        On the range ``[lo, hi]`` of the rewards seen, a model's mean ``m`` and variance ``v`` are those
-        of ``Beta(a, b)`` with ``a + b = m (1 - m) / v - 1``; its skewed tail keeps a model whose first
-        outcomes sat at one end of the range in play, where a Gaussian draw would freeze it out
-        (for 0/1 rewards this is close to Beta-Bernoulli Thompson sampling, Agrawal & Goyal 2012).
-        The draws are taken one by one, in the order and with the values of ``rng.beta(a, b)`` on the
-        arrays and ``rng.random(uniforms)``, at a fraction of their cost for a few models.
-        """
-        beta, uniform, (a, b) = rng.beta, rng.random, self._work.ab_flat.tolist()
-        return np.array([beta(x, y) for x, y in zip(a, b)] + [uniform() for _ in range(uniforms)])
-
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
         owner = type(self).__name__
         if self.budget is None:
@@ -459,8 +468,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = self._cached(contexts)[1]
         self._last = None
         if keys is not None:
-            for r, key in enumerate(keys):
-                self._count_cell(r, key, int(actions[r]), float(rewards[r]))
+            for r, (key, a, y) in enumerate(zip(keys, actions.tolist(), rewards.tolist())):
+                self._count_cell(r, key, a, y)
         work = self._work
         some_due, waiting = _kernels().learn(self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._Cinv_zbar, self._theta,
                                              self._cxy, self._phibar, self._bandwidth, actions, rewards, work.zh, self._next_fit, work.due)
@@ -618,7 +627,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         if k > 0:
             self._within[r, 0] += k / (k + 1.0) * (y - total / k) ** 2
             self._within[r, 1] += 1.0
-        cell[a, :2] = k + 1.0, total + y
+        cell[a, 0], cell[a, 1] = k + 1.0, total + y
 
     # ------------------------------------------------------------------ budget
     def _pace(self, actions: np.ndarray, cost: np.ndarray) -> None:
