@@ -52,7 +52,7 @@ def test_shipped_target_beats_the_draft_on_held_out_text(corpus, tokenizer):
     target, draft = load_models()
     lengths = byte_lengths(tokenizer)
     t, d = held_out_loss(target, corpus[1], lengths), held_out_loss(draft, corpus[1], lengths)
-    assert t < d - 0.15, (t, d)  # 1.138 against 1.328 nats/byte (1.120 before the unlikelihood fine-tuning)
+    assert t < d - 0.15, (t, d)  # 1.123 against 1.328 nats/byte (1.120 before the unlikelihood fine-tuning)
     assert t == pytest.approx(RECORD["target"]["held_out_loss_shipped"], abs=1e-3)  # the record describes these weights
 
 
@@ -61,7 +61,7 @@ def test_repeats_in_the_shipped_target_greedy_text_are_measured_as_recorded(toke
     target, _ = load_models()
     quality = greedy_quality(target, tokenizer)
     assert quality["distinct_4gram_share"] == RECORD["target"]["greedy"]["distinct_4gram_share"]
-    # the unlikelihood fine-tuning at least tripled it (0.128 before, a loop like "of the end of the end")
+    # the unlikelihood fine-tuning at least tripled it (0.128 before, a loop like "of the end of the end"; 0.53 after)
     assert quality["distinct_4gram_share"] > 3 * RECORD["target"]["before_finetune"]["greedy"]["distinct_4gram_share"]
     assert distinct_ngram_share([7] * 50) < 0.05 < 0.9 < distinct_ngram_share(list(b"def read_config(path): return open(path).read()"))
 

@@ -51,7 +51,7 @@ EOS = "<|endoftext|>"
 #: The target is then fine-tuned with sequence-level unlikelihood (``finetune``, :func:`_unlikelihood_finetune`).
 TRAIN = dict(vocab_size=4096, target=dict(steps=1800, long_steps=200), draft=dict(steps=1000, long_steps=100), batch=16, block=128,
              long_batch=4, long_block=512, lr=2e-3, warmup=40, seed=0, threads=1, corpus_bytes=6_000_000,
-             finetune=dict(steps=1000, lr=5e-4, warmup=10, mle_every=2, prefix=32, continuation=128, batch=8, n=4))
+             finetune=dict(steps=2000, lr=5e-4, warmup=10, mle_every=2, prefix=32, continuation=128, batch=8, n=4))
 
 #: (kind, text), copy-heavy and free-text prompts alternating as they would reach a server.
 DEMO_PROMPTS: list[tuple[str, str]] = [
