@@ -217,11 +217,32 @@ def test_a_recurring_prompts_own_outcomes_sharpen_its_posterior_and_never_widen_
     cells, kernel = (EvidenceThompson(n_arms=2, n_features=d, max_prompts=m, seed=0).fit_logged(X[rows], arms, y) for m in (prompts, 0))
     mean, var = cells.posterior(X[:1])
     kernel_mean, kernel_var = kernel.posterior(X[:1])  # the same kernel posterior, no recurring-prompt cells: what a new prompt gets
-    noise, within = cells._work.out[4, 0], cells._within[0]
-    random_effect = noise - (noise.max() + within[0]) / (1.0 + within[1])
+    noise, within = kernel._work.out[4, 0], cells._within[0]  # each model's noise (at a recurring prompt the policy keeps s2_w there)
+    within_prompt = (noise.max() + within[0]) / (1.0 + within[1])
+    random_effect = noise - within_prompt
     assert random_effect[1] > kernel_var[0, 1]  # the prompt's random effect would more than double model 1's variance there
     assert np.isclose(mean[0, 1], kernel_mean[0, 1], rtol=1e-12) and var[0, 1] == kernel_var[0, 1]  # no outcome of model 1 at it
     assert var[0, 0] < 0.5 * kernel_var[0, 0] and abs(mean[0, 0] - y[rows == 0].mean()) < abs(kernel_mean[0, 0] - y[rows == 0].mean())
+    assert np.allclose(cells._work.out[4, 0], within_prompt)  # the information-directed step measures an outcome against s2_w
+
+
+def test_at_a_prompt_seen_before_information_directed_sampling_decides_where_the_base_draw_is_not_its_leader():
+    from genbandit.policies._routing_numba import _given_base, information_directed
+    # model 1 leads at the prompt by less than one posterior standard deviation of the difference: a new prompt keeps the
+    # base draw (model 0), a prompt seen before (its posterior holds its own outcomes) goes to the information-directed law
+    mean, var = np.array([[0.50, 0.55]]), np.array([[0.01, 0.01]])
+    value, spread, noise = np.array([[0.5, 0.5]]), np.zeros((1, 2)), np.array([[0.05, 0.05]])
+    new, seen = np.empty(2), np.empty(2)
+    _given_base(mean, var, value, spread, noise, 0, 0, False, 4.0, 1.0, 1e-12, new)
+    _given_base(mean, var, value, spread, noise, 0, 0, True, 4.0, 1.0, 1e-12, seen)
+    assert new.tolist() == [1.0, 0.0]
+    a, b, q = information_directed(mean[0], var[0], noise[0], 1e-12)
+    expected = np.zeros(2)
+    expected[a] += q
+    expected[b] += 1.0 - q
+    assert np.allclose(seen, expected) and seen[1] > 0.5
+    _given_base(mean, var, value, spread, noise, 0, 1, True, 4.0, 1.0, 1e-12, seen)  # the base draw leads there: it plays
+    assert seen.tolist() == [0.0, 1.0]
 
 
 def test_initial_plays_play_every_model_that_often_first_and_the_law_says_so():

@@ -344,15 +344,18 @@ def beta_laws(value, spread, ymin, ymax, tiny, out):  # pragma: no cover - compi
 
 
 @njit(cache=True, nogil=True)
-def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law):  # pragma: no cover - compiled
+def _given_base(mean, var, value, spread, noise, r, k, seen, leader_z, z, tiny, law):  # pragma: no cover - compiled
     """Into ``law`` ``(G,)``: the law of the model row ``r`` plays when its context-free draw is ``k``.
 
-    The model of largest posterior mean at the prompt when it beats ``k`` by ``z`` posterior standard
-    deviations of the difference (``leader_z`` when it is the context-free leader); else, where ``k``
-    is worse at the prompt than its context-free mean by ``2 z`` standard deviations, the
-    information-directed law (:func:`information_directed`); else ``k``.
+    The model of largest posterior mean at the prompt when it beats ``k`` by ``z`` posterior standard deviations of the
+    difference (``leader_z`` when it is the context-free leader); else, where ``k`` is worse at the prompt than its
+    context-free mean by ``2 z`` standard deviations, the information-directed law (:func:`information_directed`; Russo &
+    Van Roy 2018); else ``k``. At a prompt seen before (``seen``: its posterior holds the prompt's own outcomes,
+    :func:`recurring`) the information-directed law decides wherever ``k`` is not the model of largest posterior mean
+    there, without the confidence the two rules above ask of a posterior that only the kernel informs.
     """
     G = mean.shape[1]
+    law[:] = 0.0
     best = 0
     leader = 0
     for g in range(1, G):
@@ -360,9 +363,12 @@ def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law): 
             best = g
         if value[r, g] > value[r, leader]:
             leader = g
-    law[:] = 0.0
     width = leader_z if best == leader else z
-    if mean[r, best] - mean[r, k] > width * math.sqrt(var[r, best] + var[r, k]):
+    if seen and best != k:
+        a, b, q = information_directed(mean[r], var[r], noise[r], tiny)
+        law[a] += q
+        law[b] += 1.0 - q
+    elif mean[r, best] - mean[r, k] > width * math.sqrt(var[r, best] + var[r, k]):
         law[best] = 1.0
     elif value[r, k] - mean[r, k] > 2.0 * z * math.sqrt(var[r, k] + spread[r, k]):
         a, b, q = information_directed(mean[r], var[r], noise[r], tiny)
@@ -373,11 +379,12 @@ def _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, law): 
 
 
 @njit(cache=True, nogil=True)
-def override(mean, var, value, spread, noise, draws, leader_z, z, tiny, out):  # pragma: no cover - compiled
+def override(mean, var, value, spread, noise, draws, seen, leader_z, z, tiny, out):  # pragma: no cover - compiled
     """Into ``out`` ``(R,)``: the model each row plays given its context-free draws ``draws[r G:(r + 1) G]``, whose largest (the
     first of equal ones, as ``argmax``) is the base choice (see :class:`~genbandit.policies.routing.EvidenceThompson`), drawn from
     :func:`_given_base`'s law by inversion with the uniform ``draws[R G + r]``: the first model whose cumulative probability exceeds
     it (the last one with mass if none), so the information-directed law plays ``a`` when the uniform is below ``q``, else ``b``.
+    ``seen`` ``(R,)``: whether each row's prompt was seen before.
     """
     R, G = mean.shape
     law = np.empty(G)
@@ -386,7 +393,7 @@ def override(mean, var, value, spread, noise, draws, leader_z, z, tiny, out):  #
         for g in range(1, G):
             if draws[r * G + g] > draws[r * G + base]:
                 base = g
-        _given_base(mean, var, value, spread, noise, r, base, leader_z, z, tiny, law)
+        _given_base(mean, var, value, spread, noise, r, base, seen[r], leader_z, z, tiny, law)
         total = 0.0
         for g in range(G):
             if law[g] > 0.0:
@@ -478,7 +485,7 @@ def decide(contexts, prepared, freq, phase, scale, bandwidth, phibar, Cinv, Cinv
                         prior_dof, tiny, min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried)
     context_free_draws(generator, ab, 0 if fresh else untried.shape[0], draws)
     if not fresh:
-        override(out[5], out[1], out[6], out[3], out[4], draws, leader_z, z, tiny, chosen)
+        override(out[5], out[1], out[6], out[3], out[4], draws, has_cell, leader_z, z, tiny, chosen)
     return fresh
 
 
@@ -519,7 +526,9 @@ def recurring(mean, var, noise, cell, within, tiny):  # pragma: no cover - compi
     and the prompt's prior variance ``var_g + max(noise_g - s2_w, 0)`` (floored at ``tiny``) give the precision
     ``1 / prior + k_g / s2_w``, the mean ``(mean_g / prior + sum_g / s2_w) / precision`` and the variance
     ``min(1 / precision, var_g)``: the prompt's own outcomes sharpen the kernel posterior ``var_g``, the one a new prompt gets,
-    and never widen it (the random effect's variance sets how far they move the mean).
+    and never widen it (the random effect's variance sets how far they move the mean). ``noise`` becomes ``s2_w``, the
+    variance of one more outcome of this very prompt, against which the information-directed step measures what an
+    outcome would teach about the prompt's mean.
     """
     pooled = noise[0]
     for g in range(1, noise.shape[0]):
@@ -530,15 +539,17 @@ def recurring(mean, var, noise, cell, within, tiny):  # pragma: no cover - compi
         precision = 1.0 / prior + cell[g, 0] / s2w
         mean[g] = (mean[g] / prior + cell[g, 1] / s2w) / precision
         var[g] = min(1.0 / precision, var[g])
+    noise[:] = s2w
 
 
 @njit(cache=True, nogil=True)
-def override_laws(mean, var, value, spread, noise, leader_z, z, tiny, out):  # pragma: no cover - compiled
-    """Into ``out`` ``(R, G, G)``: ``out[r, k]`` the law of the model row ``r`` plays given the context-free draw ``k``."""
+def override_laws(mean, var, value, spread, noise, seen, leader_z, z, tiny, out):  # pragma: no cover - compiled
+    """Into ``out`` ``(R, G, G)``: ``out[r, k]`` the law of the model row ``r`` plays given the context-free draw ``k`` (``seen`` ``(R,)``:
+    whether each row's prompt was seen before)."""
     R, G = mean.shape
     for r in range(R):
         for k in range(G):
-            _given_base(mean, var, value, spread, noise, r, k, leader_z, z, tiny, out[r, k])
+            _given_base(mean, var, value, spread, noise, r, k, seen[r], leader_z, z, tiny, out[r, k])
 
 
 @njit(cache=True, nogil=True)
