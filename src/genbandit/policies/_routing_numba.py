@@ -429,7 +429,10 @@ def _beta(bitgen, a, b):  # pragma: no cover - compiled
 
     With ``a, b <= 1`` Johnk's algorithm (Johnk 1964): uniforms ``U, V`` until ``X + Y <= 1`` for ``X = U^(1/a)``,
     ``Y = V^(1/b)``, then ``X / (X + Y)``, on a log scale where either power underflows to 0; else ``G_a / (G_a + G_b)``
-    with two standard Gamma draws (Marsaglia & Tsang 2000; numba's port of NumPy's, the same numbers).
+    with two standard Gamma draws (Marsaglia & Tsang 2000; numba's port of NumPy's, the same numbers). ``a, b >= 1e-6``
+    here (:func:`beta_laws`), so NumPy's Bernoulli shortcut below ``3e-103`` never applies. The underflow branch is the one
+    of NumPy 2.1 and later (an underflowed power is accepted and handled on the log scale; earlier releases rejected the
+    pair when both underflowed and took ``log`` for ``log1p``), hence the package's ``numpy>=2.1``.
     """
     if a <= 1.0 and b <= 1.0:
         while True:
