@@ -364,13 +364,10 @@ def _given_base(mean, var, value, spread, noise, r, k, seen, leader_z, z, tiny, 
         if value[r, g] > value[r, leader]:
             leader = g
     width = leader_z if best == leader else z
-    if seen and best != k:
-        a, b, q = information_directed(mean[r], var[r], noise[r], tiny)
-        law[a] += q
-        law[b] += 1.0 - q
-    elif mean[r, best] - mean[r, k] > width * math.sqrt(var[r, best] + var[r, k]):
+    own = seen and best != k  # the prompt's own outcomes say another model leads there: the information-directed law decides
+    if not own and mean[r, best] - mean[r, k] > width * math.sqrt(var[r, best] + var[r, k]):
         law[best] = 1.0
-    elif value[r, k] - mean[r, k] > 2.0 * z * math.sqrt(var[r, k] + spread[r, k]):
+    elif own or value[r, k] - mean[r, k] > 2.0 * z * math.sqrt(var[r, k] + spread[r, k]):
         a, b, q = information_directed(mean[r], var[r], noise[r], tiny)
         law[a] += q
         law[b] += 1.0 - q
