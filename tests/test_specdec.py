@@ -54,6 +54,7 @@ def models():
 
 
 def make_decoder(target, draft, **kw) -> SpeculativeDecoder:
+    kw.setdefault("eos_token_id", None)  # the reference decodes past the model's own end-of-text token
     drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
     return SpeculativeDecoder(target, drafters, lengths=[1, 3, 6], **kw)
 
@@ -88,7 +89,7 @@ def test_greedy_output_equals_plain_greedy_for_every_arm_and_policy(models):
 def test_drafting_with_the_target_itself_accepts_every_token(models):
     """Draft = target: every round emits k + 1 tokens (a wrong cache crop or an off-by-one breaks this)."""
     target, _ = models
-    dec = SpeculativeDecoder(target, {"self": ModelDrafter(target)}, lengths=[3], include_plain=False)
+    dec = SpeculativeDecoder(target, {"self": ModelDrafter(target)}, lengths=[3], include_plain=False, eos_token_id=None)
     res = dec.generate(PROMPTS[1], arm="self:3", max_new_tokens=25)
     assert res.emitted == [4] * 6 + [1]
     assert res.tokens == plain_greedy(target, PROMPTS[1], 25)
@@ -100,7 +101,8 @@ def test_serving_policy_learns_what_a_copier_would_have_emitted_in_other_arms_ro
     once the text covers or refutes it: exactly what the copier's longest arm would have emitted (no time). A copier with
     no draft at a round's start is asleep there: neither played nor observed."""
     target, _ = models
-    dec = SpeculativeDecoder(target, {"self": ModelDrafter(target), "suffix": SuffixMatchDrafter()}, lengths=[1, 3], include_plain=False)
+    dec = SpeculativeDecoder(target, {"self": ModelDrafter(target), "suffix": SuffixMatchDrafter()}, lengths=[1, 3], include_plain=False,
+                             eos_token_id=None)
     policy = dec.make_policy("WarmThroughputUCB", seed=0)
     res = dec.generate(PROMPTS[1] + PROMPTS[0], policy=policy, max_new_tokens=60)
     assert res.tokens == plain_greedy(target, PROMPTS[1] + PROMPTS[0], 60)
@@ -149,7 +151,7 @@ def test_eos_stops_generation_and_is_kept(models):
 
 def test_context_limit_is_respected():
     target = tiny_gpt(vocab=16, layers=1, width=16, seed=4, positions=24)
-    dec = SpeculativeDecoder(target, {"suffix": SuffixMatchDrafter(min_match=1)}, lengths=[6])
+    dec = SpeculativeDecoder(target, {"suffix": SuffixMatchDrafter(min_match=1)}, lengths=[6], eos_token_id=None)
     res = dec.generate(PROMPTS[0], arm="suffix:6", max_new_tokens=50)
     assert len(res.tokens) == 24 + 1 - len(PROMPTS[0])  # the last token is predicted at position 23
     assert res.tokens == plain_greedy(target, PROMPTS[0], 24 + 1 - len(PROMPTS[0]))
@@ -177,7 +179,7 @@ def test_sampling_matches_the_target_distribution_chi_square(policy_name):
     p = _sequence_law(target, prompt, n_new, vocab, temperature)
     q = _sequence_law(draft, prompt, n_new, vocab, temperature)
     drafters = {"model": ModelDrafter(draft), "suffix": SuffixMatchDrafter(min_match=1)}
-    dec = SpeculativeDecoder(target, drafters, lengths=[1, 3], temperature=temperature)
+    dec = SpeculativeDecoder(target, drafters, lengths=[1, 3], temperature=temperature, eos_token_id=None)
     policy = dec.make_policy(policy_name, seed=0)  # the bandit mixes arms (on timings, for the serving policy); the law must not care
     counts = np.zeros(vocab**n_new)
     rounds = []
@@ -208,7 +210,7 @@ def test_point_mass_rejection_rule_is_exact():
 
             return Draft([2] * k)
 
-    dec = SpeculativeDecoder(target, {"always": Always()}, lengths=[1], include_plain=False, temperature=1.0)
+    dec = SpeculativeDecoder(target, {"always": Always()}, lengths=[1], include_plain=False, temperature=1.0, eos_token_id=None)
     p = _sequence_law(target, [1], 1, vocab, 1.0)
     n = 1500
     counts = np.bincount([dec.generate([1], arm=0, max_new_tokens=1, seed=s).tokens[0] for s in range(n)], minlength=vocab)

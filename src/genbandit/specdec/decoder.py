@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -40,12 +41,20 @@ from ..core.base import Policy
 from ..core.registry import POLICIES
 from ..core.validation import InvalidInputError, InvalidParameterError
 from .drafters import Draft, Drafter
-from .tensors import crop_cache, tempered_probs
+from .tensors import check_causal_lm, context_length, crop_cache, keep_past, tempered_probs, vocab_size
 
 __all__ = ["Arm", "GenerationResult", "SpeculativeDecoder", "crop_cache", "tempered_probs", "make_policy", "SERVING_POLICY"]
 
 #: The policy :meth:`SpeculativeDecoder.generate` uses when given neither ``policy`` nor ``arm``.
 SERVING_POLICY = "WarmThroughputUCB"
+
+#: ``generation_config`` settings under which ``generate(do_sample=False)`` is no longer the model's argmax, with their
+#: neutral values: the decoder decodes the model's own distribution and warns when a target's configuration sets one.
+_LOGITS_PROCESSING = {
+    "repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "bad_words_ids": None, "min_length": 0, "min_new_tokens": None,
+    "suppress_tokens": None, "begin_suppress_tokens": None, "forced_bos_token_id": None, "forced_eos_token_id": None,
+    "sequence_bias": None, "exponential_decay_length_penalty": None,
+}
 
 #: Names under which a BanditSpec-aware policy takes the maximum speculation length ``L``.
 _L_PARAMETER_NAMES = ("L", "max_length", "spec_length", "max_speculation_length")
@@ -155,17 +164,22 @@ class SpeculativeDecoder:
     Parameters
     ----------
     target : transformers ``PreTrainedModel``
-        Any causal LM whose forward takes ``past_key_values`` and returns a croppable cache.
+        Any decoder-only causal LM whose forward takes ``past_key_values`` and returns a croppable
+        cache (checked here with one forward pass of one token; a model that cannot serve raises
+        :class:`InvalidParameterError` saying what it lacks).
     drafters : mapping name -> :class:`~genbandit.specdec.drafters.Drafter`
-        The drafters (a :class:`ModelDrafter` must share the target's vocabulary).
+        The drafters (a :class:`ModelDrafter` must share the target's tokenizer; its architecture,
+        dtype, context and embedding size may differ).
     lengths : sequence of int
         Speculation lengths every drafter is paired with; ``L = max(lengths)``.
     include_plain : bool
         Add the arm "plain" (length 0: canonical decoding, MAT 1) first.
     temperature : float
         0 for greedy decoding; otherwise sampling from ``softmax(logits / temperature)``.
-    eos_token_id : int or None
-        Generation stops after this token (it is kept in the output).
+    eos_token_id : int, sequence of int, None or "model"
+        Generation stops after this token, or any of these (it is kept in the output). ``"model"``
+        (the default) takes the target's ``generation_config.eos_token_id``, as ``generate`` does;
+        None never stops early.
 
     Examples
     --------
@@ -195,7 +209,7 @@ class SpeculativeDecoder:
         *,
         include_plain: bool = True,
         temperature: float = 0.0,
-        eos_token_id: int | None = None,
+        eos_token_id: int | Sequence[int] | None | str = "model",
     ) -> None:
         lengths = sorted({int(k) for k in lengths if int(k) > 0})
         if not drafters and not include_plain:
@@ -204,20 +218,37 @@ class SpeculativeDecoder:
             raise InvalidParameterError(f"lengths must hold a positive speculation length. Got {lengths!r} instead.")
         if temperature < 0 or not np.isfinite(temperature):
             raise InvalidParameterError(f"temperature must be >= 0. Got {temperature!r} instead.")
+        check_causal_lm(target, "target")
         self.target = target
         self.drafters = dict(drafters)
         self.lengths = lengths
         self.temperature = float(temperature)
+        generation_config = getattr(target, "generation_config", None)
+        if isinstance(eos_token_id, str):
+            if eos_token_id != "model":
+                raise InvalidParameterError(f"eos_token_id must be an int, a list of ints, None or 'model'. Got {eos_token_id!r} instead.")
+            eos_token_id = getattr(generation_config, "eos_token_id", None)
         self.eos_token_id = eos_token_id
+        # a list is a set of stop tokens (Llama 3's instruction models end a turn with any of several)
+        self._eos = frozenset() if eos_token_id is None else frozenset(
+            [int(eos_token_id)] if isinstance(eos_token_id, (int, np.integer)) else [int(t) for t in eos_token_id])
+        changed = [f"{key}={getattr(generation_config, key)!r}" for key, neutral in _LOGITS_PROCESSING.items()
+                   if getattr(generation_config, key, None) not in (neutral, None, [], {})]
+        if changed:
+            warnings.warn(f"The target's generation_config sets {', '.join(changed)}: transformers' generate applies these to the "
+                          "logits, this decoder decodes the model's own distribution (compare with generate given the neutral values).",
+                          stacklevel=2)
         self.arms = ([Arm(None, 0)] if include_plain else []) + [Arm(name, k) for name in self.drafters for k in lengths]
         self.max_length = max([arm.length for arm in self.arms])
         self._device = next(target.parameters()).device
-        positions = [getattr(target.config, "max_position_embeddings", None)]
-        for drafter in self.drafters.values():
+        vocab = vocab_size(target)
+        for name, drafter in self.drafters.items():
             model = getattr(drafter, "model", None)
             if model is not None:
-                positions.append(getattr(model.config, "max_position_embeddings", None))
-        self.max_positions = min([p for p in positions if p] or [10**9])
+                check_causal_lm(model, f"draft model {name!r}")
+                drafter.vocab = vocab  # it drafts only the target's tokens (an embedding matrix may be padded to another size)
+        # only the target's context bounds the text: a model drafter with a shorter one drafts from the tokens that fit
+        self.max_positions = context_length(target) or 10**9
         self.serving_policy: Policy | None = None  # created on the first call without policy= or arm=
 
     # ------------------------------------------------------------------ arms and policies
@@ -246,8 +277,10 @@ class SpeculativeDecoder:
 
     # ------------------------------------------------------------------ one round
     def _forward(self, tokens: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
+        # no attention mask and no position ids: batch size 1 has no padding, and every model tested derives the positions
+        # (absolute or rotary) from the cache's length, which a crop sets back
         out = self.target(torch.tensor([tokens], device=self._device), past_key_values=cache, use_cache=True)
-        return out.logits[0], out.past_key_values
+        return out.logits[0], out.past_key_values if cache is not None else keep_past(out.past_key_values)
 
     def _verify(self, ids: list[int], draft: Draft, cache: Any, generator: torch.Generator) -> tuple[list[int], Any]:
         """One target pass over ``[ids[-1]] + draft``; returns the emitted tokens and the cropped cache."""
@@ -279,7 +312,7 @@ class SpeculativeDecoder:
                 break
             else:
                 emitted.append(int(torch.multinomial(p[len(d)], 1, generator=generator)))  # bonus token
-        crop_cache(cache, len(ids) - 1 + len(emitted))  # keep everything but the new pending token
+        cache = crop_cache(cache, len(ids) - 1 + len(emitted))  # keep everything but the new pending token
         return emitted, cache
 
     # ------------------------------------------------------------------ the loop
@@ -351,7 +384,7 @@ class SpeculativeDecoder:
                 t0 = time.perf_counter()
                 _, cache = self._forward([ids[-1]], cache)
                 r_max = (self.max_length + 1) / max(time.perf_counter() - t0, 1e-9)
-                crop_cache(cache, len(ids) - 1)
+                cache = crop_cache(cache, len(ids) - 1)
             result.prefill_seconds = time.perf_counter() - start
             # side observations: under greedy decoding a copier's draft is a function of the text and free to make. Taken at
             # the start of every round that does not play the copier's longest arm and compared with the text once the text
@@ -398,8 +431,9 @@ class SpeculativeDecoder:
                         self.drafters[chosen.drafter].propose(ids, k, temperature=self.temperature, generator=generator)
                     draft.tokens = [int(t) for t in draft.tokens[:k]]
                 emitted, cache = self._verify(ids, draft, cache, generator)
-                if self.eos_token_id is not None and self.eos_token_id in emitted:
-                    emitted = emitted[: emitted.index(self.eos_token_id) + 1]
+                stop = next((i for i, t in enumerate(emitted) if t in self._eos), None)
+                if stop is not None:
+                    emitted = emitted[: stop + 1]
                 emitted = emitted[:remaining]
                 seconds = time.perf_counter() - t0  # the round's own time: the copiers' drafts, taken for every round, are no arm's cost
                 for name, _, longest, length, _ in copiers:
@@ -432,7 +466,7 @@ class SpeculativeDecoder:
                     if r_max is not None:
                         y = 1.0 + self.max_length * min(1.0, len(emitted) / max(seconds, 1e-9) / r_max)
                     policy._learn(np.array([a]), np.array([policy_reward(policy, y, self.max_length)]), None)
-                if self.eos_token_id is not None and emitted[-1] == self.eos_token_id:
+                if emitted[-1] in self._eos:
                     break
         result.seconds = time.perf_counter() - start
         return result

@@ -197,12 +197,17 @@ class SuffixMatchDrafter(Drafter):
 
 
 class ModelDrafter(Drafter):
-    """Draft with a smaller causal LM (same vocabulary as the target), keeping its own KV cache.
+    """Draft with a smaller causal LM (same tokenizer as the target), keeping its own KV cache.
 
     Greedy drafts (``temperature == 0``) take the draft model's argmax; sampled drafts draw from
     ``softmax(logits / temperature)`` and return those laws for the rejection rule. The cache holds
     the longest prefix of the sequence it has already seen and is cropped when the sequence differs
     (after a rejection), so only new tokens are fed.
+
+    The draft model may be of another architecture than the target's and its embedding matrix may
+    be padded to another size (``vocab``, set by the decoder to the target's logits width: the draft
+    proposes only tokens the target has). Past its own context (``max_position_embeddings``), which
+    may be shorter than the target's, it drafts from the last tokens that fit.
     """
 
     name = "model"
@@ -210,28 +215,58 @@ class ModelDrafter(Drafter):
     def __init__(self, model: Any, name: str = "model") -> None:
         self.model = model
         self.name = name
+        self.vocab: int | None = None  # the target's vocabulary size; None: the draft model's own
 
     def start(self, prompt_len: int) -> None:
         super().start(prompt_len)
+        self._forget()
+
+    def _forget(self) -> None:
         self._cache = None
         self._cached: list[int] = []  # the tokens whose keys/values the cache holds
+        # the cache cannot be cropped below this length: a sliding-window layer keeps only its window of the positions
+        # it held before its last crop (or before it started recording its past, after the first pass)
+        self._floor = 0
+
+    def _law_logits(self, logits: Any) -> Any:
+        """The draft's logits over the target's vocabulary: padded rows of a larger draft dropped, missing ones at -inf."""
+        import torch
+
+        width = logits.shape[-1]
+        if self.vocab is None or width == self.vocab:
+            return logits
+        if width > self.vocab:
+            return logits[: self.vocab]
+        return torch.cat([logits, logits.new_full((self.vocab - width,), float("-inf"))])
 
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
         import torch
 
-        from .tensors import crop_cache, tempered_probs
+        from .tensors import context_length, crop_cache, keep_past, tempered_probs
 
         if k <= 0:
             return Draft([])
         if not hasattr(self, "_cached"):
             self.start(len(ids))
         ids = [int(t) for t in ids]
+        context = context_length(self.model)
+        if context is not None and len(ids) + k - 1 > context:
+            # the draft model's positions end before the text does (the target's may go on): draft from the last tokens that
+            # fit with the k - 1 fed back, read afresh each round since a cache's positions cannot be shifted. Any draft is
+            # verified the same way, so the output does not change; only how often it is accepted
+            k = min(k, context)
+            ids = ids[len(ids) - (context - k + 1) :]
+            self._forget()
         keep = 0
         limit = min(len(self._cached), len(ids) - 1)  # always feed at least the last token
         while keep < limit and self._cached[keep] == ids[keep]:
             keep += 1
+        if keep < self._floor:
+            self._forget()
+            keep = 0
         if self._cache is not None:
-            crop_cache(self._cache, keep)
+            self._cache = crop_cache(self._cache, keep)
+            self._floor = keep
         self._cached = self._cached[:keep]
         device = next(self.model.parameters()).device
         tokens: list[int] = []
@@ -239,10 +274,14 @@ class ModelDrafter(Drafter):
         feed = ids[keep:]
         with torch.no_grad():
             for _ in range(k):
+                first = self._cache is None
                 out = self.model(torch.tensor([feed], device=device), past_key_values=self._cache, use_cache=True)
                 self._cache = out.past_key_values
                 self._cached.extend(feed)
-                logits = out.logits[0, -1].float()
+                if first:
+                    self._cache = keep_past(self._cache)
+                    self._floor = len(self._cached)
+                logits = self._law_logits(out.logits[0, -1])
                 if temperature > 0:
                     p = tempered_probs(logits, temperature)
                     tok = int(torch.multinomial(p, 1, generator=generator))

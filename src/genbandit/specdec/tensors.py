@@ -1,4 +1,4 @@
-"""Tensor helpers the decoder and the model drafter share: tempered softmax and KV-cache cropping."""
+"""Tensor helpers the decoder and the model drafter share: tempered softmax, KV caches, and the check that a model can serve."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["tempered_probs", "crop_cache"]
+from ..core.validation import InvalidParameterError
+
+__all__ = ["tempered_probs", "crop_cache", "keep_past", "check_causal_lm", "vocab_size", "context_length"]
 
 
 def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -16,8 +18,84 @@ def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.softmax(logits / temperature, dim=-1)
 
 
-def crop_cache(cache: Any, length: int) -> None:
-    """Keep the first ``length`` positions of a Hugging Face KV cache (``DynamicCache``), in place."""
-    current = cache.get_seq_length()
-    if length < current:
-        cache.crop(length - current)  # a negative count removes that many positions, in every transformers version
+def crop_cache(cache: Any, length: int) -> Any:
+    """The first ``length`` positions of a Hugging Face KV cache; returns the cache (the same object, but for tuples).
+
+    A ``Cache`` object (``DynamicCache``) is cropped in place through ``crop`` with a negative count of
+    positions to remove (a positive argument, an absolute length in old releases, is refused by recent
+    ones). Where caches can record their past (:func:`keep_past`), ``crop(0)`` is called too: it
+    trims a sliding-window layer back to its window; in older releases ``crop(0)`` would empty the
+    cache, so it is not called there. A legacy cache (a tuple of ``(key, value)`` per layer, shaped
+    ``(batch, heads, positions, head_dim)``, what models returned before ``transformers`` 4.47 and what
+    remote-code models may still return) is sliced into a new tuple.
+    """
+    if isinstance(cache, tuple):
+        return tuple(tuple(t[..., :length, :] for t in layer) for layer in cache)
+    removed = cache.get_seq_length() - length
+    if removed > 0 or hasattr(cache, "activate_past_recording"):
+        cache.crop(-max(removed, 0))
+    return cache
+
+
+def keep_past(cache: Any) -> Any:
+    """Let ``cache`` be cropped back after a forward pass; returns it.
+
+    A sliding-window layer (Mistral, Qwen2 and Gemma with ``sliding_window`` set) keeps only its last
+    ``window - 1`` positions, so it could not undo a rejected draft once the window is full:
+    ``activate_past_recording`` (``transformers`` >= 5) makes it keep every position until the next
+    ``crop``. Called after the prefill, so the prompt's own positions are never all held at once.
+    Caches without the method hold every position already.
+    """
+    activate = getattr(cache, "activate_past_recording", None)
+    if activate is not None:
+        activate()
+    return cache
+
+
+def vocab_size(model: Any) -> int:
+    """The width of ``model``'s logits (its output embedding's rows; the config's ``vocab_size`` without one)."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    weight = getattr(head, "weight", None)
+    return int(weight.shape[0]) if weight is not None else int(model.config.vocab_size)
+
+
+def context_length(model: Any) -> int | None:
+    """``max_position_embeddings`` of ``model``'s config (``n_positions`` for GPT-2), or None when it declares none."""
+    positions = getattr(model.config, "max_position_embeddings", None)
+    return int(positions) if positions else None
+
+
+def check_causal_lm(model: Any, role: str) -> None:
+    """Raise a clear :class:`InvalidParameterError` if ``model`` cannot serve in speculative decoding.
+
+    It must be a decoder-only causal LM (not an encoder-decoder one) whose forward pass, given token
+    ids and ``use_cache=True``, returns ``logits`` and a KV cache that can be cropped back to a shorter
+    prefix (a rejected draft is undone that way). One forward pass of one token tells; recurrent
+    models (Mamba, RWKV) return a state instead of a KV cache, and hybrid models with linear-attention
+    layers a cache whose recurrent state cannot be cropped.
+    """
+    name = type(model).__name__
+    config = getattr(model, "config", None)
+    if config is None:
+        raise InvalidParameterError(f"The {role} ({name}) is not a Hugging Face model: it has no config.")
+    if getattr(config, "is_encoder_decoder", False):
+        raise InvalidParameterError(f"The {role} ({name}) is an encoder-decoder model; speculative decoding here needs a "
+                                    "decoder-only causal LM (load it with AutoModelForCausalLM).")
+    device = next(model.parameters()).device
+    try:
+        with torch.no_grad():
+            out = model(torch.zeros((1, 1), dtype=torch.long, device=device), use_cache=True)
+    except Exception as error:  # the model's own message says what it lacks
+        raise InvalidParameterError(f"The {role} ({name}) cannot run a forward pass on token ids with use_cache=True: {error}") from error
+    if getattr(out, "logits", None) is None:
+        raise InvalidParameterError(f"The {role} ({name}) returns no logits: it is not a causal LM (load it with AutoModelForCausalLM).")
+    cache = getattr(out, "past_key_values", None)
+    if cache is None:
+        raise InvalidParameterError(f"The {role} ({name}) returns no KV cache (past_key_values): recurrent models (Mamba, RWKV) "
+                                    "and models that are not decoders cannot undo a rejected draft.")
+    if not isinstance(cache, tuple) and not (hasattr(cache, "crop") and hasattr(cache, "get_seq_length")):
+        raise InvalidParameterError(f"The {role} ({name}) returns a KV cache ({type(cache).__name__}) without crop: "
+                                    "a rejected draft could not be undone.")
+    if not getattr(keep_past(cache), "is_croppable", True):
+        raise InvalidParameterError(f"The {role} ({name}) has a cache ({type(cache).__name__}) whose layers cannot be cropped "
+                                    "(recurrent or linear-attention states): a rejected draft could not be undone.")
