@@ -59,6 +59,46 @@ def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+
+
+def _has_tokenizer(path: str) -> bool:
+    folder = Path(path)
+    return folder.is_dir() and any((folder / f).exists() for f in _TOKENIZER_FILES)
+
+
+def _load_causal_lm(path: str, flag: str):
+    """The causal LM saved at ``path`` (a folder, or a hub name already cached), or a clear error naming ``flag``."""
+    from transformers import AutoModelForCausalLM
+
+    from ..core.validation import InvalidParameterError
+
+    folder = Path(path).expanduser()
+    if not folder.exists() and (folder.is_absolute() or path.startswith((".", "~")) or path.count("/") > 1):
+        raise InvalidParameterError(f"{flag} {path}: no folder there (give a folder written by save_pretrained, or a cached hub name).")
+    try:
+        return AutoModelForCausalLM.from_pretrained(str(folder) if folder.exists() else path).eval()
+    except (OSError, ValueError, KeyError) as error:  # a folder without a model, or a model that is not a causal LM
+        raise InvalidParameterError(f"{flag} {path}: not a causal LM that AutoModelForCausalLM can load ({error})") from error
+
+
+def _check_vocabularies(args: argparse.Namespace, target, draft) -> None:
+    """The draft must read and write the target's tokens: with two tokenizers, the same vocabulary; else the same size."""
+    from ..core.validation import InvalidParameterError
+    from .tensors import vocab_size
+
+    if _has_tokenizer(args.target) and _has_tokenizer(args.draft):
+        from transformers import AutoTokenizer
+
+        if AutoTokenizer.from_pretrained(args.target).get_vocab() != AutoTokenizer.from_pretrained(args.draft).get_vocab():
+            raise InvalidParameterError(f"--draft {args.draft}: its tokenizer's vocabulary is not the target's; "
+                                        "a draft model must use the target's tokenizer.")
+        return  # one tokenizer: the embedding matrices may be padded to different sizes
+    if vocab_size(draft) != vocab_size(target):
+        raise InvalidParameterError(f"--draft {args.draft}: its vocabulary has {vocab_size(draft)} tokens, the target's "
+                                    f"{vocab_size(target)}; a draft model must use the target's tokenizer.")
+
+
 def _load_tokenizer(name: str | None, target_path: str, vocab_size: int):
     from ..core.validation import InvalidParameterError
     from .tokenizer import ByteTokenizer
@@ -66,8 +106,7 @@ def _load_tokenizer(name: str | None, target_path: str, vocab_size: int):
     if name == "bytes":
         return ByteTokenizer()
     folder = Path(target_path)
-    files = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
-    if name is None and folder.is_dir() and not any((folder / f).exists() for f in files):
+    if name is None and folder.is_dir() and not _has_tokenizer(target_path):
         if vocab_size == ByteTokenizer.vocab_size:
             return ByteTokenizer()  # a model trained with genbandit's byte tokenizer
         raise InvalidParameterError(f"No tokenizer in {folder}: give --tokenizer PATH (or 'bytes').")
@@ -78,7 +117,6 @@ def _load_tokenizer(name: str | None, target_path: str, vocab_size: int):
 
 def _generate(args: argparse.Namespace) -> int:
     import torch
-    from transformers import AutoModelForCausalLM
 
     from ..core.validation import InvalidParameterError
     from .decoder import SpeculativeDecoder
@@ -89,25 +127,28 @@ def _generate(args: argparse.Namespace) -> int:
     prompts = list(args.prompt) + [p.read_text() for p in args.prompt_file]
     if not prompts:
         raise InvalidParameterError("Give at least one --prompt or --prompt-file.")
-    target = AutoModelForCausalLM.from_pretrained(args.target).eval()
+    target = _load_causal_lm(args.target, "--target")
     tokenizer = _load_tokenizer(args.tokenizer, args.target, target.config.vocab_size)
+    draft = None
+    if args.draft is not None:
+        draft = _load_causal_lm(args.draft, "--draft")
+        _check_vocabularies(args, target, draft)
     drafters = {}
     for name in _split(args.drafters):
         if name == "model":
-            if args.draft is None:
+            if draft is None:
                 continue
-            drafters["model"] = ModelDrafter(AutoModelForCausalLM.from_pretrained(args.draft).eval())
+            drafters["model"] = ModelDrafter(draft)
         elif name == "pld":
             drafters["pld"] = PromptLookupDrafter()
         elif name == "suffix":
             drafters["suffix"] = SuffixMatchDrafter()
         else:
             raise InvalidParameterError(f"Unknown drafter {name!r}: choose among model, pld, suffix.")
-    if args.draft is not None and "model" not in drafters:
-        drafters["model"] = ModelDrafter(AutoModelForCausalLM.from_pretrained(args.draft).eval())
-    eos = getattr(tokenizer, "eos_token_id", None)
-    if eos is None:
-        eos = target.config.eos_token_id
+    if draft is not None and "model" not in drafters:
+        drafters["model"] = ModelDrafter(draft)
+    # the end of text generate would stop at (the model's generation_config: an int or a list), else the tokenizer's
+    eos = "model" if target.generation_config.eos_token_id is not None else getattr(tokenizer, "eos_token_id", None)
     decoder = SpeculativeDecoder(
         target, drafters, [int(k) for k in _split(args.lengths)], include_plain=not args.no_plain,
         temperature=args.temperature, eos_token_id=eos,
