@@ -29,9 +29,9 @@ VOCAB = 128
 
 def config(arch: str, *, vocab: int = VOCAB, width: int = 32, layers: int = 2, positions: int = 256, init: float = 0.02):
     """A tiny config of ``arch``; end of text is the last token, so a model's own ``generation_config`` names one."""
-    special = dict(vocab_size=vocab, bos_token_id=0, eos_token_id=vocab - 1, initializer_range=init)
-    rotary = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers, num_attention_heads=4,
-                  max_position_embeddings=positions, **special)
+    special = {"vocab_size": vocab, "bos_token_id": 0, "eos_token_id": vocab - 1, "initializer_range": init}
+    rotary = {"hidden_size": width, "intermediate_size": 2 * width, "num_hidden_layers": layers, "num_attention_heads": 4,
+              "max_position_embeddings": positions, **special}
     if arch == "gpt2":
         return transformers.GPT2Config(n_embd=width, n_layer=layers, n_head=2, n_positions=positions, **special)
     if arch == "llama":

@@ -218,7 +218,9 @@ class SpeculativeDecoder:
             raise InvalidParameterError(f"lengths must hold a positive speculation length. Got {lengths!r} instead.")
         if temperature < 0 or not np.isfinite(temperature):
             raise InvalidParameterError(f"temperature must be >= 0. Got {temperature!r} instead.")
-        check_causal_lm(target, "target")
+        # where the target's logits come out (its last layer's device, for a model spread over several): the sampler's
+        # random generator lives there, since torch draws only with a generator on the tensor's own device
+        self._logits_device = check_causal_lm(target, "target")
         self.target = target
         self.drafters = dict(drafters)
         self.lengths = lengths
@@ -298,11 +300,11 @@ class SpeculativeDecoder:
             for i, x in enumerate(d):
                 q_x = float(draft.probs[i, x]) if draft.probs is not None else 1.0
                 p_x = float(p[i, x])
-                if float(torch.rand((), generator=generator)) * q_x <= p_x:  # r <= min(1, P(x)/Q(x))
+                if float(torch.rand((), generator=generator, device=generator.device)) * q_x <= p_x:  # r <= min(1, P(x)/Q(x))
                     emitted.append(x)
                     continue
                 if draft.probs is not None:
-                    residual = torch.clamp(p[i] - draft.probs[i].to(p.dtype), min=0.0)
+                    residual = torch.clamp(p[i] - draft.probs[i].to(p.device, p.dtype), min=0.0)  # a draft on its own device, in its dtype
                 else:
                     residual = p[i].clone()
                     residual[x] = 0.0
@@ -367,7 +369,7 @@ class SpeculativeDecoder:
                 policy.reset() if seed is None else policy.reset(seed=seed)
             if policy.n_runs != 1:
                 raise InvalidParameterError(f"The policy holds {policy.n_runs} runs; the decoder needs one (reset(n_runs=1)).")
-        generator = torch.Generator(device="cpu")
+        generator = torch.Generator(device=self._logits_device)
         generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**63))
         for drafter in self.drafters.values():
             drafter.start(len(ids))

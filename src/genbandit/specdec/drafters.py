@@ -284,7 +284,8 @@ class ModelDrafter(Drafter):
                 logits = self._law_logits(out.logits[0, -1])
                 if temperature > 0:
                     p = tempered_probs(logits, temperature)
-                    tok = int(torch.multinomial(p, 1, generator=generator))
+                    # drawn where the decoder's generator lives (the target's device, which may not be the draft's)
+                    tok = int(torch.multinomial(p if generator is None else p.to(generator.device), 1, generator=generator))
                     laws.append(p)
                 else:
                     tok = int(torch.argmax(logits))

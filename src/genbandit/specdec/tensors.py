@@ -8,7 +8,7 @@ import torch
 
 from ..core.validation import InvalidParameterError
 
-__all__ = ["tempered_probs", "crop_cache", "keep_past", "check_causal_lm", "vocab_size", "context_length"]
+__all__ = ["check_causal_lm", "context_length", "crop_cache", "keep_past", "tempered_probs", "vocab_size"]
 
 
 def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -65,8 +65,8 @@ def context_length(model: Any) -> int | None:
     return int(positions) if positions else None
 
 
-def check_causal_lm(model: Any, role: str) -> None:
-    """Raise a clear :class:`InvalidParameterError` if ``model`` cannot serve in speculative decoding.
+def check_causal_lm(model: Any, role: str) -> torch.device:
+    """The device of ``model``'s logits; a clear :class:`InvalidParameterError` if ``model`` cannot serve in speculative decoding.
 
     It must be a decoder-only causal LM (not an encoder-decoder one) whose forward pass, given token
     ids and ``use_cache=True``, returns ``logits`` and a KV cache that can be cropped back to a shorter
@@ -99,3 +99,4 @@ def check_causal_lm(model: Any, role: str) -> None:
     if not getattr(keep_past(cache), "is_croppable", True):
         raise InvalidParameterError(f"The {role} ({name}) has a cache ({type(cache).__name__}) whose layers cannot be cropped "
                                     "(recurrent or linear-attention states): a rejected draft could not be undone.")
+    return out.logits.device
