@@ -231,36 +231,59 @@ def test_sampling_on_llama_drafted_by_qwen2_of_another_precision_context_and_voc
 
 
 # --------------------------------------------------------------------------- the command line
-def _save(path, arch, seed, **kw):
+def _save(path, arch, seed, tokenizer=None, **kw):
     tiny(arch, seed, torch.float32, **kw).save_pretrained(path)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(path)
     return str(path)
 
 
+def _word_tokenizer(words: list[str]):
+    """A word-level tokenizer built here (no download): word i is token i."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token=words[-1])
+
+
+WORDS = ["<unk>"] + [f"w{i}" for i in range(VOCAB - 2)] + ["<eos>"]
+
+
 def test_cli_generate_on_saved_models_of_other_architectures(tmp_path, capsys):
+    """A Llama target with its tokenizer, a GPT-NeoX draft with the same tokenizer and 8 padded embedding rows; a Qwen2
+    target of 257 tokens without a tokenizer (the byte tokenizer) drafted by OPT with a context of 16 positions."""
     from genbandit.cli import main
 
-    target = _save(tmp_path / "target", "llama", 0, vocab=257)  # 257 tokens and no tokenizer: the byte tokenizer
-    draft = _save(tmp_path / "draft", "gpt_neox", 1, vocab=257, layers=1, positions=16)
-    argv = ["specdec", "generate", "--target", target, "--draft", draft, "--prompt", "def f(x):\n    return x",
-            "--max-new-tokens", "20", "--check", "--quiet"]
-    assert main(argv) == 0
-    assert "identical to plain greedy decoding: yes" in capsys.readouterr().out
+    tokenizer = _word_tokenizer(WORDS)
+    pairs = [(_save(tmp_path / "llama", "llama", 0, tokenizer), _save(tmp_path / "neox", "gpt_neox", 1, tokenizer, layers=1, vocab=VOCAB + 8),
+              " ".join(f"w{i % 5}" for i in range(12))),
+             (_save(tmp_path / "qwen2", "qwen2", 0, vocab=257), _save(tmp_path / "opt", "opt", 1, vocab=257, layers=1, positions=16),
+              "def f(x):\n    return x")]
+    for target, draft, prompt in pairs:
+        argv = ["specdec", "generate", "--target", target, "--draft", draft, "--prompt", prompt, "--max-new-tokens", "20",
+                "--check", "--quiet"]
+        assert main(argv) == 0
+        assert "identical to plain greedy decoding: yes" in capsys.readouterr().out
 
 
 def test_cli_errors_name_the_problem(tmp_path, capsys):
     from genbandit.cli import main
 
-    target = _save(tmp_path / "target", "qwen2", 0, vocab=257)
-    other_vocab = _save(tmp_path / "draft", "gpt2", 1, vocab=300, layers=1)
+    target = _save(tmp_path / "target", "qwen2", 0, _word_tokenizer(WORDS))
+    shuffled = _save(tmp_path / "shuffled", "gpt2", 1, _word_tokenizer(WORDS[:1] + WORDS[1:-1][::-1] + WORDS[-1:]), layers=1)
+    bytes_target = _save(tmp_path / "bytes", "llama", 0, vocab=257)
+    other_size = _save(tmp_path / "draft", "gpt2", 1, vocab=300, layers=1)
     t5 = tmp_path / "t5"
     transformers.T5ForConditionalGeneration(transformers.T5Config(vocab_size=257, d_model=16, d_ff=16, num_layers=1, num_heads=2,
                                                                   d_kv=8)).save_pretrained(t5)
-    base = ["specdec", "generate", "--prompt", "abc", "--max-new-tokens", "4"]
+    base = ["specdec", "generate", "--prompt", "w1 w2", "--max-new-tokens", "4"]
     for argv, message in (
-        (["--target", str(tmp_path / "missing")], "no folder"),
-        (["--target", target, "--draft", other_vocab], "vocabulary"),
-        (["--target", str(t5)], "causal LM"),
-        (["--target", target, "--draft", str(t5)], "causal LM"),
+        (["--target", str(tmp_path / "missing")], "no folder there"),
+        (["--target", target, "--draft", shuffled], "its tokenizer's vocabulary is not the target's"),
+        (["--target", bytes_target, "--draft", other_size], "its vocabulary has 300 tokens, the target's 257"),
+        (["--target", str(t5)], "not a causal LM"),
+        (["--target", bytes_target, "--draft", str(t5)], "not a causal LM"),
     ):
         assert main(base + argv) == 2, argv
         err = capsys.readouterr().err
