@@ -26,7 +26,7 @@ def crop_cache(cache: Any, length: int) -> Any:
     ones). Where caches can record their past (:func:`keep_past`), ``crop(0)`` is called too: it
     trims a sliding-window layer back to its window; in older releases ``crop(0)`` would empty the
     cache, so it is not called there. A legacy cache (a tuple of ``(key, value)`` per layer, shaped
-    ``(batch, heads, positions, head_dim)``, what models returned before ``transformers`` 4.47 and what
+    ``(batch, heads, positions, head_dim)``, what older releases returned without a ``Cache`` given, and what
     remote-code models may still return) is sliced into a new tuple.
     """
     if isinstance(cache, tuple):
