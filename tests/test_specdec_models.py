@@ -277,6 +277,9 @@ def test_cli_errors_name_the_problem(tmp_path, capsys):
     t5 = tmp_path / "t5"
     transformers.T5ForConditionalGeneration(transformers.T5Config(vocab_size=257, d_model=16, d_ff=16, num_layers=1, num_heads=2,
                                                                   d_kv=8)).save_pretrained(t5)
+    with pytest.raises(SystemExit) as done:
+        main(["specdec", "--help"])
+    assert done.value.code == 0 and "generate" in capsys.readouterr().out
     base = ["specdec", "generate", "--prompt", "w1 w2", "--max-new-tokens", "4"]
     for argv, message in (
         (["--target", str(tmp_path / "missing")], "no folder there"),
