@@ -106,6 +106,36 @@ def test_greedy_equals_transformers_generate(arch, draft_arch, dtype, draft_dtyp
     assert accepted > 0  # some drafts were accepted in part or in full: caches were cropped to all kinds of lengths
 
 
+MORE = {  # further architectures, one config each: the arms of a Llama draft and the suffix copier against generate
+    "bloom": {"n_layer": 2, "n_head": 4, "hidden_size": 32},
+    "falcon": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4},
+    "gptj": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 256, "rotary_dim": 4},
+    "codegen": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 256, "n_ctx": 256, "rotary_dim": 4},
+    "gpt_bigcode": {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 256},
+    "qwen3": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 8},
+    "gemma2": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "head_dim": 8, "sliding_window": 8},  # one sliding layer, one global, logit soft-capping
+    "starcoder2": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "num_key_value_heads": 2},
+    "olmo": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4},
+    "phi3": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "pad_token_id": 0},
+}
+
+
+@pytest.mark.parametrize("arch", list(MORE))
+def test_more_architectures_greedy_equals_transformers_generate(arch):
+    torch.manual_seed(0)
+    cfg = transformers.AutoConfig.for_model(arch, vocab_size=VOCAB, bos_token_id=0, eos_token_id=VOCAB - 1, **MORE[arch])
+    target = transformers.AutoModelForCausalLM.from_config(cfg).eval().double()
+    dec = SpeculativeDecoder(target, {"model": ModelDrafter(tiny("llama", 1, layers=1, positions=24)), "suffix": SuffixMatchDrafter()},
+                             lengths=[3])
+    reference = hf_greedy(target, PROMPTS[1], NEW)
+    for arm in dec.arms:
+        assert dec.generate(PROMPTS[1], arm=arm.label, max_new_tokens=NEW).tokens == reference, arm.label
+
+
 def test_a_draft_identical_to_the_target_accepts_everything_across_its_sliding_window():
     """Mistral with a window of 8 drafting for itself: every round emits k + 1 tokens past the window (positions, the
     window's mask and the recorded cache stay right; the one-token prompt below has rejections past it)."""
