@@ -25,7 +25,8 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
   feature moments, the Sherman-Morrison step on ``(C + lambda I)^-1`` (its upper triangle) with its coefficients ``theta``,
   and every model's ``(C + lambda I)^-1 zbar`` (the context-free variance's term) carried forward
-  from the round's products, so that a decision needs one product per model, not two.
+  from the round's products, so that a decision needs one product per model, not two; and the outcome counted in the
+  recurring prompt's cell (:func:`count_cell`), so that an update is one call.
 
 Their plain-Python versions (``prompt_terms.py_func`` and so on; :func:`context_free_draws` with the NumPy bit
 generator itself in place of :func:`_bit_generator`, which numba's distributions then call through ``ctypes``) compute
