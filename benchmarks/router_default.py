@@ -310,12 +310,10 @@ def floor(X, R, C, models, _orders, n=2000):
     play(policy, ArrayReplay(X[warm_up], R[warm_up], C[warm_up]), 1, seed=1, reset_policy=False)
     kernels, rows = routing._kernels(), np.random.default_rng(0).permutation(len(X))[:n]
     work = policy._scratch_for(1)
-    state = policy._prepare_arguments(work)
-    copy = [a.copy() if isinstance(a, np.ndarray) else a for a in (policy._n, policy._ybar, policy._syy, policy._ymin, policy._ymax, policy._Cinv,
-                                                                    policy._Cinv_zbar, policy._theta, policy._cxy, policy._phibar, policy._bandwidth)]
-    rng, arm, due = np.random.default_rng(0), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool)
+    never = np.full_like(policy._next_fit, np.iinfo(np.int64).max)  # learn on copies of the state, no refit falling due
+    copy = [never if a is policy._next_fit else a.copy() if isinstance(a, np.ndarray) else a for a in work.learning]
+    rng, arm = np.random.default_rng(0), np.zeros(1, dtype=np.int64)
     address = rng.bit_generator.ctypes.bit_generator.value  # the draws' generator: rng, kept alive here
-    never = np.full_like(policy._next_fit, np.iinfo(np.int64).max)
 
     def timed(step):
         t = np.empty(n)
@@ -326,9 +324,9 @@ def floor(X, R, C, models, _orders, n=2000):
         return 1e6 * t
 
     parts = {
-        "features, (C_g + lambda_g I)^-1 z, the scores and the Beta laws (prepare)": timed(lambda i: kernels.prepare(X[i][None], *state)),
+        "features, (C_g + lambda_g I)^-1 z, the scores and the Beta laws (prepare)": timed(lambda i: kernels.prepare(X[i][None], *work.preparing)),
         "moments, Sherman-Morrison and (C_g + lambda_g I)^-1 zbar after the played model's round (learn, on a copy)": timed(
-            lambda i: kernels.learn(*copy, arm, R[i, :1], work.zh, never, due)),
+            lambda i: kernels.learn(arm, R[i, :1], *copy)),
         "three Beta draws and a uniform, compiled on NumPy's generator (context_free_draws)": timed(
             lambda i: kernels.context_free_draws(address, work.ab, 1, work.draws)),
         "the recurring-prompt key (BLAKE2 of the embedding)": timed(lambda i: routing._key(X[i])),

@@ -13,7 +13,8 @@ digests.
 were checked the same way on the prompts' MiniLM embeddings (every decision the same), which this
 test no longer uses because their last bits depend on the embedding backend. EvidenceThompson's
 cases were re-recorded when its arithmetic changed in its last bits (single-precision frequencies,
-the upper triangle of ``(C + lambda I)^-1`` only, ``(C + lambda I)^-1 zbar`` carried between rounds): every decision of those
+the upper triangle of ``(C + lambda I)^-1`` only, ``(C + lambda I)^-1 zbar`` carried between rounds; an evidence refit
+forming ``(C + lambda I)^-1`` by BLAS ``dsyrk`` and ``(C + lambda I)^-1 zbar`` by ``dsymv``): every decision of those
 cases stayed the one recorded before, its state and propensities moved in their last bits
 (docs/router.md, "Decision speed"). It holds for this platform's floating point (x86-64, the pinned
 NumPy and SciPy and their OpenBLAS); a change meant to alter the numbers re-records it:

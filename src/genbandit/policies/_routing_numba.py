@@ -25,7 +25,8 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
   feature moments, the Sherman-Morrison step on ``(C + lambda I)^-1`` (its upper triangle) with its coefficients ``theta``,
   and every model's ``(C + lambda I)^-1 zbar`` (the context-free variance's term) carried forward
-  from the round's products, so that a decision needs one product per model, not two.
+  from the round's products, so that a decision needs one product per model, not two; and the outcome counted in the
+  recurring prompt's cell (:func:`count_cell`), so that an update is one call.
 
 Their plain-Python versions (``prompt_terms.py_func`` and so on; :func:`context_free_draws` with the NumPy bit
 generator itself in place of :func:`_bit_generator`, which numba's distributions then call through ``ctypes``) compute
@@ -134,9 +135,24 @@ def prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, Cinv_
 
 
 @njit(cache=True, nogil=True)
-def learn(n, ybar, syy, ymin, ymax, Cinv, Cinv_zbar, theta, cxy, phibar, bandwidth, arms, rewards, zh, next_fit, due):  # pragma: no cover - compiled
+def count_cell(cell, g, y, within):  # pragma: no cover - compiled
+    """A recurring prompt's outcome ``y`` of model ``g`` counted, in place: the count and sum of the prompt's outcomes of ``g`` in
+    ``cell`` ``(G, >= 2)``, and the deviation from their mean before it (Welford) in the pooled within-prompt sum of squares
+    ``within[0]`` and its degrees of freedom ``within[1]``."""
+    k, total = cell[g, 0], cell[g, 1]
+    if k > 0:
+        within[0] += k / (k + 1.0) * (y - total / k) ** 2
+        within[1] += 1.0
+    cell[g, 0], cell[g, 1] = k + 1.0, total + y
+
+
+@njit(cache=True, nogil=True)
+def learn(arms, rewards, n, ybar, syy, ymin, ymax, Cinv, Cinv_zbar, theta, cxy, phibar, bandwidth, zh, next_fit, due, cells, cell, has_cell,
+          within):  # pragma: no cover - compiled
     """One round of every run, in place: the reward range, each played model's count, mean and centred sum of squares
-    (Welford), and where the run's bandwidth is set (``bandwidth > 0``), with ``u = sqrt(w) z``, ``w = n / (n + 1)``:
+    (Welford); with ``cells`` (recurring-prompt cells kept), the outcome counted in the prompt's cell (:func:`count_cell`; ``cell[r]``
+    that of :func:`prepare`, zeros where the prompt is new: ``has_cell`` false); and where the run's bandwidth is set
+    (``bandwidth > 0``), with ``u = sqrt(w) z``, ``w = n / (n + 1)``:
     ``Cinv -= w h h' / (1 + w z'h)`` (Sherman-Morrison, on the upper triangle: ``Cinv`` holds only that of
     ``(C + lambda I)^-1``), ``theta += w (dy - z'theta) / (1 + w z'h) h``,
     ``cxy += w dy z`` and ``phibar += z / (n + 1)``, ``n`` the model's count before the round; ``z`` and ``h``
@@ -163,6 +179,10 @@ def learn(n, ybar, syy, ymin, ymax, Cinv, Cinv_zbar, theta, cxy, phibar, bandwid
         n[r, g] += 1
         ybar[r, g] += dy / (k + 1.0)
         syy[r, g] += w * dy * dy
+        if cells:
+            if not has_cell[r]:
+                cell[r] = 0.0
+            count_cell(cell[r], g, y, within[r])
         live = bandwidth[r] > 0
         due[r] = live and n[r, g] >= next_fit[r, g]
         some_due = some_due or due[r]

@@ -34,6 +34,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+from scipy.linalg.blas import dsymv, dsyrk
 from scipy.special import betainc, betaln, ndtr
 
 from ..core.base import Policy
@@ -326,7 +327,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """The arrays the compiled kernels write a decision into, allocated once per state (not learned state: see
         ``_scratch``): ``zh`` ``(2, R, G, D)``, the scores ``out`` ``(7, R, G)`` and the views ``scores`` of those a choice
         uses, the Beta laws ``ab`` ``(2, R, G)``, untried models, a recurring prompt's cell per run, refits due, the draws of a
-        ``select`` ``(R G + R,)`` and its choice ``(R,)``."""
+        ``select`` ``(R G + R,)`` and its choice ``(R,)``; and the kernels' arguments that stay the same objects for the state's
+        life, built once: ``preparing`` (those of :func:`~genbandit.policies._routing_numba.prepare` after the contexts) and
+        ``learning`` (those of :func:`~genbandit.policies._routing_numba.learn` after the arms and rewards)."""
         work = self._work
         if work is None:
             R, G, D = n_runs, self.n_arms, self.n_components
@@ -335,6 +338,14 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                                                 ab=np.empty((2, R, G)), untried=np.empty((R, G), dtype=bool), cell=np.zeros((R, G, 3)),
                                                 has_cell=np.zeros(R, dtype=bool), due=np.empty(R, dtype=bool), draws=np.empty(R * G + R),
                                                 chosen=np.empty(R, dtype=np.int64))
+            work.preparing = (self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar, self._Cinv,
+                              self._Cinv_zbar, self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
+                              _PRIOR_DOF, _TINY, self.initial_plays, _kernels().SYMV, work.cell, work.has_cell, self._within, self._cost_sum,
+                              self._cost_n, self._log_price, _PRICE_UNIT, 0.0 if self.budget is None else self.budget, work.zh, work.out,
+                              work.ab, work.untried)
+            work.learning = (self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._Cinv_zbar, self._theta, self._cxy,
+                             self._phibar, self._bandwidth, work.zh, self._next_fit, work.due, self.max_prompts > 0, work.cell, work.has_cell,
+                             self._within)
         return work
 
     def _cached(self, contexts: np.ndarray) -> tuple:
@@ -350,7 +361,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             return cached
         work = self._scratch_for(contexts.shape[0])
         keys = self._prompt_cells(contexts, work)
-        fresh = _kernels().prepare(contexts, *self._prepare_arguments(work))
+        fresh = _kernels().prepare(contexts, *work.preparing)
         return self._cache_put(contexts, fresh, keys)
 
     def _prompt_cells(self, contexts: np.ndarray, work: SimpleNamespace) -> list[str] | None:
@@ -365,14 +376,6 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             if cell is not None:
                 work.cell[r] = cell
         return keys
-
-    def _prepare_arguments(self, work: SimpleNamespace) -> tuple:
-        """The arguments of :func:`~genbandit.policies._routing_numba.prepare` after the contexts: the state, the constants and
-        the scratch arrays ``work`` it writes into (``work.cell`` and ``work.has_cell`` filled for the context)."""
-        return (self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar, self._Cinv, self._Cinv_zbar,
-                self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax, _PRIOR_DOF, _TINY, self.initial_plays,
-                _kernels().SYMV, work.cell, work.has_cell, self._within, self._cost_sum, self._cost_n, self._log_price, _PRICE_UNIT,
-                0.0 if self.budget is None else self.budget, work.zh, work.out, work.ab, work.untried)
 
     # ------------------------------------------------------------------ posterior
     def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -413,8 +416,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = None if prepared else self._prompt_cells(contexts, work)
         bit_generator = self._rng.bit_generator
         with bit_generator.lock:  # as NumPy's own draws hold it: a generator shared with other threads stays whole
-            fresh = _kernels().decide(contexts, prepared, *self._prepare_arguments(work), bit_generator.ctypes.bit_generator.value,
-                                      self._leader_z(), self.override_z, work.draws, work.chosen)
+            fresh = _kernels().decide(contexts, prepared, *work.preparing, bit_generator.ctypes.bit_generator.value, self._leader_z(),
+                                      self.override_z, work.draws, work.chosen)
         if not prepared:
             self._cache_put(contexts, fresh, keys)
         if fresh:
@@ -474,12 +477,11 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             self._pace(actions, feedback["cost"])
         keys = self._cached(contexts)[1]
         self._last = None
-        if keys is not None:
-            for r, (key, a, y) in enumerate(zip(keys, actions.tolist(), rewards.tolist())):
-                self._count_cell(r, key, a, y)
         work = self._work
-        some_due, waiting = _kernels().learn(self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._Cinv_zbar, self._theta,
-                                             self._cxy, self._phibar, self._bandwidth, actions, rewards, work.zh, self._next_fit, work.due)
+        some_due, waiting = _kernels().learn(actions, rewards, *work.learning)
+        if keys is not None:  # learn counted the outcome into each run's copy of its prompt's cell (prepare's)
+            for r, key in enumerate(keys):
+                self._cell(r, key)[:] = work.cell[r]
         if some_due:
             for r in np.flatnonzero(work.due):
                 self._refit(int(r), int(actions[r]))
@@ -513,10 +515,13 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             lam, s2, gamma = evidence_ridge(eig, proj, float(self._syy[r, g]), n, lam=min(float(self._lam[r, g]), 1.0), pool=pool, dof=_PRIOR_DOF,
                                             alpha_pool=spent / size if spent > 0 and size > 0 else 0.0, alpha_dof=_PRIOR_DOF)
             self._lam[r, g], self._s2[r, g], self._gamma[r, g] = lam, s2, gamma
-            self._Cinv[r, g] = np.triu((V / (eig + lam)) @ V.T)  # the upper triangle: the only one the kernels read and keep
+            # (C + lambda I)^-1 = W W', W = V (diag(eig) + lambda I)^(-1/2): BLAS dsyrk forms its upper triangle (the only one the
+            # kernels read and keep; the lower one zero) in half the flops of a general product (on W', whose columns BLAS reads)
+            self._Cinv[r, g] = dsyrk(1.0, (V / np.sqrt(eig + lam)).T, trans=1, lower=0)
             self._theta[r, g] = V @ (proj / (eig + lam))
-        seen = self._n[r] @ self._phibar[r] / max(int(self._n[r].sum()), 1)
-        self._Cinv_zbar[r] = np.matmul(_symmetric(self._Cinv[r]), (seen - self._phibar[r])[..., None])[..., 0]
+        zbar = self._n[r] @ self._phibar[r] / max(int(self._n[r].sum()), 1) - self._phibar[r]
+        for h in range(self.n_arms):  # BLAS dsymv on the upper triangle, as the kernels (its transpose: the lower one, by columns)
+            self._Cinv_zbar[r, h] = dsymv(1.0, self._Cinv[r, h].T, zbar[h], lower=1)
 
     def _scatter(self, r: int, g: int) -> np.ndarray:
         """The centred feature scatter ``C`` of model g of run r, recovered from ``(C + lambda I)^-1``."""
@@ -606,7 +611,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                         self._fold(r, g, Phi[mask], y[mask])
             if self.max_prompts:
                 for i in range(n):
-                    self._count_cell(r, _key(X[i]), int(a[i]), float(y[i]))
+                    _kernels().count_cell(self._cell(r, _key(X[i])), int(a[i]), float(y[i]), self._within[r])
         if c is not None:
             np.add.at(self._cost_sum, (slice(None), a), c)
             np.add.at(self._cost_n, (slice(None), a), 1)
@@ -623,18 +628,16 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self._buffer[r].append((x.copy(), a, y))
 
     # ------------------------------------------------------------------ recurring prompts
-    def _count_cell(self, r: int, key: str, a: int, y: float) -> None:
+    def _cell(self, r: int, key: str) -> np.ndarray:
+        """Run r's cell of the prompt ``key`` (each model's count and sum of outcomes there), a new one of zeros where it has
+        none, the oldest cell forgotten first when ``max_prompts`` are kept."""
         cells = self._cells[r]
         cell = cells.get(key)
         if cell is None:
             if len(cells) >= self.max_prompts:
                 del cells[next(iter(cells))]
             cell = cells[key] = np.zeros((self.n_arms, 3))
-        k, total = cell[a, :2].tolist()
-        if k > 0:
-            self._within[r, 0] += k / (k + 1.0) * (y - total / k) ** 2
-            self._within[r, 1] += 1.0
-        cell[a, 0], cell[a, 1] = k + 1.0, total + y
+        return cell
 
     # ------------------------------------------------------------------ budget
     def _pace(self, actions: np.ndarray, cost: np.ndarray) -> None:
@@ -667,11 +670,6 @@ def _thompson(mean: np.ndarray, var: np.ndarray, untried: np.ndarray, fresh: boo
 def _eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues (ascending) and eigenvectors of the symmetric matrix with ``A``'s upper triangle (the lower one is not read)."""
     return np.linalg.eigh(A, UPLO="U")
-
-
-def _symmetric(A: np.ndarray) -> np.ndarray:
-    """The symmetric matrices whose upper triangles are those of ``A`` (``(..., D, D)``)."""
-    return np.triu(A) + np.swapaxes(np.triu(A, 1), -1, -2)
 
 
 def _kernels():
