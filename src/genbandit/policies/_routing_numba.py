@@ -24,7 +24,9 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`argmax_cells`: the law of the largest of independent draws from their CDFs on cells;
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
   feature moments, the Sherman-Morrison step on ``(C + lambda I)^-1`` (its upper triangle) with its coefficients ``theta``,
-  and the outcome counted in the recurring prompt's cell (:func:`count_cell`), so that an update is one call.
+  and every model's ``(C + lambda I)^-1 zbar`` (the context-free variance's term) carried forward
+  from the round's products, so that a decision needs one product per model, not two; and the outcome counted in the
+  recurring prompt's cell (:func:`count_cell`), so that an update is one call.
 
 Their plain-Python versions (``prompt_terms.py_func`` and so on; :func:`context_free_draws` with the NumPy bit
 generator itself in place of :func:`_bit_generator`, which numba's distributions then call through ``ctypes``) compute
@@ -83,13 +85,32 @@ def _axpy(y, x, a):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms):  # pragma: no cover - compiled
-    """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and model; into ``terms`` ``(2, R, G)``:
-    ``z'theta`` and ``z'h``. ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not set yet).
+def _seen(n, phibar, r, seen):  # pragma: no cover - compiled
+    """Into ``seen`` ``(D,)``: the mean feature of every prompt run ``r`` has seen, ``sum_g n_g phibar_g / sum_g n_g`` (0 before any);
+    returns ``sum_g n_g``."""
+    rounds = 0.0
+    seen[:] = 0.0
+    for g in range(n.shape[1]):
+        rounds += n[r, g]
+        for k in range(seen.shape[0]):
+            seen[k] += n[r, g] * phibar[r, g, k]
+    seen /= max(rounds, 1.0)
+    return rounds
+
+
+@njit(cache=True, nogil=True)
+def prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, Cinv_zbar, theta, symv, zh, terms):  # pragma: no cover - compiled
+    """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and model; into ``terms`` ``(4, R, G)``:
+    ``z'theta``, ``z'h``, and at ``zbar = seen - phibar_g`` (``seen`` the mean feature of every prompt seen,
+    ``sum_g n_g phibar_g / sum_g n_g``) ``zbar'theta`` and ``zbar' Cinv zbar``.
+
+    ``Cinv zbar`` does not depend on the prompt: :func:`learn` keeps it (``Cinv_zbar``), so a decision reads each model's
+    ``Cinv`` once, for ``Cinv z``. ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not set yet).
     """
     R, G, D = phibar.shape
-    z, h, lin, quad = zh[0], zh[1], terms[0], terms[1]
+    z, h, lin, quad, adjust, quad_seen = zh[0], zh[1], terms[0], terms[1], terms[2], terms[3]
     phi = np.empty(D)
+    seen = np.empty(D)
     for r in range(R):
         phi[:] = 0.0
         if bandwidth[r] > 0:
@@ -97,16 +118,20 @@ def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, s
                 phi[k] = _dot(freq[r, k], contexts[r])
             for k in range(D):
                 phi[k] = scale * math.cos(phi[k] + phase[r, k])
+        _seen(n, phibar, r, seen)
         for g in range(G):
             zg, hg = z[r, g], h[r, g]
             for k in range(D):
                 zg[k] = phi[k] - phibar[r, g, k]
             _symv(symv, Cinv[r, g], zg, hg)
-            lin_g, quad_g = 0.0, 0.0
+            lin_g, quad_g, adjust_g, quad_seen_g = 0.0, 0.0, 0.0, 0.0
             for k in range(D):
+                zbar = seen[k] - phibar[r, g, k]
                 lin_g += zg[k] * theta[r, g, k]
                 quad_g += zg[k] * hg[k]
-            lin[r, g], quad[r, g] = lin_g, quad_g
+                adjust_g += zbar * theta[r, g, k]
+                quad_seen_g += zbar * Cinv_zbar[r, g, k]
+            lin[r, g], quad[r, g], adjust[r, g], quad_seen[r, g] = lin_g, quad_g, adjust_g, quad_seen_g
 
 
 @njit(cache=True, nogil=True)
@@ -122,7 +147,7 @@ def count_cell(cell, g, y, within):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def learn(arms, rewards, n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, bandwidth, zh, next_fit, due, cells, cell, has_cell,
+def learn(arms, rewards, n, ybar, syy, ymin, ymax, Cinv, Cinv_zbar, theta, cxy, phibar, bandwidth, zh, next_fit, due, cells, cell, has_cell,
           within):  # pragma: no cover - compiled
     """One round of every run, in place: the reward range, each played model's count, mean and centred sum of squares
     (Welford); with ``cells`` (recurring-prompt cells kept), the outcome counted in the prompt's cell (:func:`count_cell`; ``cell[r]``
@@ -133,15 +158,22 @@ def learn(arms, rewards, n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, ban
     ``cxy += w dy z`` and ``phibar += z / (n + 1)``, ``n`` the model's count before the round; ``z`` and ``h``
     of every model from :func:`prompt_terms`. ``due[r]``: run ``r``'s played model has reached its ``next_fit`` count (a run
     with a bandwidth). Returns ``(any due, any run without a bandwidth)``.
+
+    ``Cinv_zbar`` (``Cinv zbar`` of every model, ``zbar = seen - phibar_g``) follows without a product: with ``N`` rounds
+    before this one, ``seen`` moves by ``delta = (phi - seen) / (N + 1)`` and ``Cinv delta = (h - Cinv_zbar) / (N + 1)``
+    (``phi = z + phibar_g``); the played model's ``phibar`` moves by ``z / (n + 1)`` (``Cinv z = h``), then its ``Cinv`` by
+    the rank-one step.
     """
     D = Cinv.shape[2]
     z, h = zh[0], zh[1]
+    seen = np.empty(D)
     some_due, waiting = False, False
     for r in range(arms.shape[0]):
         g, y = arms[r], rewards[r]
         ymin[r] = min(ymin[r], y)
         ymax[r] = max(ymax[r], y)
         k = float(n[r, g])
+        rounds = n[r].sum()
         dy = y - ybar[r, g]
         w = k / (k + 1.0)
         n[r, g] += 1
@@ -157,7 +189,7 @@ def learn(arms, rewards, n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, ban
         if not live:
             waiting = True
             continue
-        zg, hg, M = z[r, g], h[r, g], Cinv[r, g]
+        zg, hg, M, u = z[r, g], h[r, g], Cinv[r, g], Cinv_zbar[r]
         zt = np.dot(zg, theta[r, g])
         denom = 1.0 + w * np.dot(zg, hg)
         coef = w / denom
@@ -168,6 +200,15 @@ def learn(arms, rewards, n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, ban
             theta[r, g, i] += step * hg[i]
             cxy[r, g, i] += w * dy * zg[i]
             phibar[r, g, i] += zg[i] / (k + 1.0)
+        for j in range(u.shape[0]):
+            for i in range(D):
+                u[j, i] += (h[r, j, i] - u[j, i]) / (rounds + 1.0)
+        _seen(n, phibar, r, seen)
+        hz = 0.0
+        for i in range(D):
+            u[g, i] -= hg[i] / (k + 1.0)
+            hz += hg[i] * (seen[i] - phibar[r, g, i])
+        _axpy(u[g], hg, -coef * hz)
     return some_due, waiting
 
 
@@ -217,12 +258,12 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
 
 
 @njit(cache=True, nogil=True)
-def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
+def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
                     min_plays, symv, zh, out, untried):  # pragma: no cover - compiled
     """:func:`prompt_terms` then :func:`scores` of each run's context, and into ``untried`` ``(R, G)`` whether model ``g`` of run
     ``r`` was played fewer than ``min_plays`` times; returns whether any was."""
-    terms = np.empty((2, n.shape[0], n.shape[1]))
-    prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms)
+    terms = np.empty((4, n.shape[0], n.shape[1]))
+    prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, Cinv_zbar, theta, symv, zh, terms)
     scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
     fresh = False
     for r in range(n.shape[0]):
@@ -233,7 +274,7 @@ def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta
 
 
 @njit(cache=True, nogil=True)
-def prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
+def prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
             min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried):  # pragma: no cover - compiled
     """Everything a new context needs before the draws, in one call; returns whether any model is untried (played fewer than
     ``min_plays`` times).
@@ -243,7 +284,7 @@ def prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, yba
     ``out[5:7]`` (``out[0]`` and ``out[2]``, :func:`priced` where ``budget > 0``); then :func:`beta_laws` of ``out[6]``
     and the spread into ``ab``.
     """
-    fresh = posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof,
+    fresh = posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof,
                             tiny, min_plays, symv, zh, out, untried)
     for r in range(n.shape[0]):
         if has_cell[r]:
@@ -443,7 +484,7 @@ def context_free_draws(generator, ab, uniforms, draws):  # pragma: no cover - co
 
 
 @njit(cache=True, nogil=True)
-def decide(contexts, prepared, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof,
+def decide(contexts, prepared, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof,
            tiny, min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried, generator, leader_z, z,
            draws, chosen):  # pragma: no cover - compiled
     """A ``select`` in one call; returns whether any model is untried.
@@ -459,7 +500,7 @@ def decide(contexts, prepared, freq, phase, scale, bandwidth, phibar, Cinv, thet
             for g in range(untried.shape[1]):
                 fresh = fresh or untried[r, g]
     else:
-        fresh = prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, fitted, gamma, ymin, ymax,
+        fresh = prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax,
                         prior_dof, tiny, min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried)
     context_free_draws(generator, ab, 0 if fresh else untried.shape[0], draws)
     if not fresh:

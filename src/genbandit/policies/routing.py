@@ -34,7 +34,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from scipy.linalg.blas import dsyrk
+from scipy.linalg.blas import dsymv, dsyrk
 from scipy.special import betainc, betaln, ndtr
 
 from ..core.base import Policy
@@ -126,7 +126,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     width, took 3% to 11% of the rounds after round 1,000 in 3 of 120 orders); ``s2_g`` is again
     shrunk by two pseudo-rounds to the variance pooled over models when the scores are formed.
     ``(C_g + lambda_g I)^-1`` (its upper triangle) is kept by Sherman-Morrison between refits, with
-    the features and ``(C_g + lambda_g I)^-1 z`` of the last ``select`` reused by the ``update``;
+    the features and ``(C_g + lambda_g I)^-1 z`` of the last ``select`` reused by the ``update``, and
+    ``(C_g + lambda_g I)^-1 zbar`` (step 1's variance) carried from round to round by the ``update``;
     ``probabilities`` and the ``select`` after it on the same context share the features and the
     scores. The per-decision arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`):
     a ``select`` is one call (the features, the scores, the draws from the policy's generator and the choice), an
@@ -304,6 +305,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self._phibar = np.zeros((R, G, D))
         self._cxy = np.zeros((R, G, D))
         self._Cinv = np.broadcast_to(np.eye(D) / _LAMBDA_START, (R, G, D, D)).copy()  # (C_g + lambda_g I)^-1, its upper triangle
+        self._Cinv_zbar = np.zeros((R, G, D))  # (C_g + lambda_g I)^-1 (seen - phibar_g), seen the mean feature of every prompt
         self._theta = np.zeros((R, G, D))
         self._lam = np.full((R, G), _LAMBDA_START)
         self._s2 = np.zeros((R, G))
@@ -337,11 +339,11 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                                                 has_cell=np.zeros(R, dtype=bool), due=np.empty(R, dtype=bool), draws=np.empty(R * G + R),
                                                 chosen=np.empty(R, dtype=np.int64))
             work.preparing = (self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar, self._Cinv,
-                              self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
+                              self._Cinv_zbar, self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
                               _PRIOR_DOF, _TINY, self.initial_plays, _kernels().SYMV, work.cell, work.has_cell, self._within, self._cost_sum,
                               self._cost_n, self._log_price, _PRICE_UNIT, 0.0 if self.budget is None else self.budget, work.zh, work.out,
                               work.ab, work.untried)
-            work.learning = (self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._theta, self._cxy,
+            work.learning = (self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._Cinv_zbar, self._theta, self._cxy,
                              self._phibar, self._bandwidth, work.zh, self._next_fit, work.due, self.max_prompts > 0, work.cell, work.has_cell,
                              self._within)
         return work
@@ -490,7 +492,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                     self._set_bandwidth(int(r))
 
     def _refit(self, r: int, g: int, C: np.ndarray | None = None) -> None:
-        """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis.
+        """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis; then every model's
+        ``(C + lambda I)^-1 zbar`` of run r computed afresh (``learn`` keeps it between refits).
 
         The centred scatter ``C`` is not stored: its eigenvectors are those of ``(C + lambda I)^-1``
         and its eigenvalues ``1/mu - lambda``. The noise carries ``_PRIOR_DOF`` pseudo-rounds of the
@@ -516,6 +519,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             # kernels read and keep; the lower one zero) in half the flops of a general product (on W', whose columns BLAS reads)
             self._Cinv[r, g] = dsyrk(1.0, (V / np.sqrt(eig + lam)).T, trans=1, lower=0)
             self._theta[r, g] = V @ (proj / (eig + lam))
+        zbar = self._n[r] @ self._phibar[r] / max(int(self._n[r].sum()), 1) - self._phibar[r]
+        for h in range(self.n_arms):  # BLAS dsymv on the upper triangle, as the kernels (its transpose: the lower one, by columns)
+            self._Cinv_zbar[r, h] = dsymv(1.0, self._Cinv[r, h].T, zbar[h], lower=1)
 
     def _scatter(self, r: int, g: int) -> np.ndarray:
         """The centred feature scatter ``C`` of model g of run r, recovered from ``(C + lambda I)^-1``."""
