@@ -221,13 +221,14 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
     while it is 0), ``s2_pool`` the within-model variance pooled over models (``(range / 2)^2`` before
     any model has two rounds); the intercept ``b_g = (grand + n_g ybar_g) / (n_g + 1)`` with one
     pseudo-round at the mean over models; at the prompt ``mean = b_g + z'theta_g`` and
-    ``var = noise (1 / (n_g + 1) + max(z'h, 0))``; context-free, the model's own mean ``value = b_g`` and its posterior
-    variance ``spread = noise / (n_g + 1)``, with no regression adjustment to the prompts seen (see
-    :class:`~genbandit.policies.routing.EvidenceThompson`, step 1). ``terms`` from :func:`prompt_terms` (its first two);
-    into ``out`` ``(5, R, G)``: ``(mean, var, value, spread, noise)``.
+    ``var = noise (1 / (n_g + 1) + max(z'h, 0))``; context-free, ``value = b_g + (seen - phibar_g)'theta_g``
+    with ``seen`` the mean feature of every prompt seen, and its posterior variance ``spread = noise (1 / (n_g + 1) +
+    zbar' (C_g + lambda_g I)^-1 zbar)``, ``zbar = seen - phibar_g`` (PRML eq. 3.59 at the mean feature seen: the
+    adjustment's own uncertainty counts; ``zbar = 0`` while the bandwidth is not set and the features are 0).
+    ``terms`` from :func:`prompt_terms`; into ``out`` ``(5, R, G)``: ``(mean, var, value, spread, noise)``.
     """
     R, G = n.shape
-    lin, quad = terms[0], terms[1]
+    lin, quad, adjust, quad_seen = terms[0], terms[1], terms[2], terms[3]
     mean, var, value, spread, noise = out[0], out[1], out[2], out[3], out[4]
     for r in range(R):
         within = 0.0
@@ -253,8 +254,8 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
             b = (grand + n[r, g] * ybar[r, g]) / weight
             mean[r, g] = b + lin[r, g]
             var[r, g] = noise[r, g] * (1.0 / weight + max(quad[r, g], 0.0))
-            value[r, g] = b
-            spread[r, g] = noise[r, g] / weight
+            value[r, g] = b + adjust[r, g]
+            spread[r, g] = noise[r, g] * (1.0 / weight + max(quad_seen[r, g], 0.0))
 
 
 @njit(cache=True, nogil=True)

@@ -136,18 +136,18 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     A round (models played fewer than ``initial_plays`` times first, in random order):
 
     1. the base choice is Thompson sampling over the models, ignoring the prompt (Thompson 1933;
-       Agrawal & Goyal 2012): each model's own mean score ``b_g`` drawn from the Beta law with that
-       mean and its posterior variance ``s2_g / (n_g + 1)`` on the observed reward range (its skewed
-       tail keeps a model whose first outcomes were unlucky in play, where a Gaussian draw would
-       freeze it out). Not adjusted to the prompts seen by the slopes (the regression estimator of
-       the model's mean over every prompt, Cochran 1977, Sampling Techniques, chapter 7): the
-       per-prompt steps below leave the base choice in most rounds (97% to 99% after round 300 on
-       real streams), so a model's own rounds are nearly a random sample of the prompts, while the
-       adjustment's slopes, 200 of them fitted on a model's few outcomes, carry their estimation error
-       into every comparison of the models. With the adjustment (and its variance, PRML eq. 3.59 at
-       the mean feature seen) the default was 0.0023 ± 0.0005 below this base after 100 rounds of the
-       real ParetoBandit stream and the same at its end (200 orders, paired), and below plain
-       Thompson sampling on its pass/fail version (docs/router.md, "Streams it was not built on");
+       Agrawal & Goyal 2012): each model's mean over every prompt seen (``b_g`` plus the slopes at
+       the mean feature of all prompts minus ``phibar_g``, a regression adjustment, so a model
+       played on hard prompts does not look worse than it is), drawn from the Beta law with that
+       mean and its posterior variance on the observed reward range (its skewed tail keeps a model
+       whose first outcomes were unlucky in play, where a Gaussian draw would freeze it out). The
+       variance is that of the adjusted mean, ``s2_g (1/(n_g + 1) + zbar' (C_g + lambda_g I)^-1
+       zbar)`` with ``zbar`` the mean feature seen minus ``phibar_g`` (PRML eq. 3.59 at the mean
+       feature seen), not the intercept's alone: the ridge slopes, shrunk, undo only part of the
+       selection, so a model the overrides sent prompts hard for every model is still biased low,
+       and with the intercept's variance alone its draw was too narrow to cover that bias and it
+       was rarely drawn again (on the real ParetoBandit stream, the orders that settled on the
+       second-best model: docs/router.md);
     2. the model of largest posterior mean at this prompt replaces the base choice when it is
        better by ``override_z`` posterior standard deviations of the difference (by the larger of
        ``2 override_z`` and the Gaussian UCB width ``sqrt(2 log t)`` when it is the context-free
