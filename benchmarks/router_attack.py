@@ -98,7 +98,7 @@ def _tied_benchmarks(R: np.ndarray, src: np.ndarray, a: int, b: int) -> np.ndarr
 def build_streams(X, R, C, models, src) -> dict:
     """name -> (contexts, rewards (N, G) or (N, G, S), model names, reward scale): the derived real streams."""
     rng = np.random.default_rng(2026)
-    N, G = R.shape
+    N = len(R)
     llama, mistral, gemini = 0, 1, 2
     short = ["llama", "mistral", "gemini"]
     PF = _passfail(R, rng)
@@ -178,7 +178,7 @@ def verdict(got: dict, scale: float) -> list[str]:
     return fails
 
 
-def table(results: dict, scales: dict, n_orders: int) -> list[str]:
+def table(results: dict, scales: dict) -> list[str]:
     out = ["| stream | router | " + " | ".join(f"t = {h}" for h in HORIZONS) + " | t = end |", "|---|---|---|---|---|---|"]
     for name, got in results.items():
         hz = list(got["horizons"])
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
         "mean ± s.e. over orders; every router plays the same orders through the engine.",
         "",
     ]
-    print("\n".join(head + table(results, scales, args.orders)))
+    print("\n".join(head + table(results, scales)))
     return 0
 
 
