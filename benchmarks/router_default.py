@@ -366,7 +366,7 @@ def main(argv=None) -> int:
     out = [
         "# The router's default policy on the ParetoBandit stream",
         "",
-        f"Command: `PYTHONPATH=src python benchmarks/router_default.py --orders {args.orders} --sections {args.sections}` "
+        f"Command: `PYTHONPATH=src python benchmarks/router_default.py --orders {args.orders} --sections {args.sections} --repeats {args.repeats}` "
         f"({len(X)} prompts, {len(models)} LLMs; every router plays, through the engine, the same {args.orders} random orders of the whole stream; "
         f"mean ± standard error over orders; 1-minute load average {os.getloadavg()[0]:.2f} at the start). "
         f"Best single model: {models[best]}, {R[:, best].mean():.4f}.",
