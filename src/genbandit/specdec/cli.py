@@ -82,15 +82,19 @@ def _load_causal_lm(path: str, flag: str):
         raise InvalidParameterError(f"{flag} {path}: not a causal LM that AutoModelForCausalLM can load ({error})") from error
 
 
-def _check_vocabularies(args: argparse.Namespace, target, draft) -> None:
-    """The draft must read and write the target's tokens: with two tokenizers, the same vocabulary; else the same size."""
+def _check_vocabularies(args: argparse.Namespace, target, draft, tokenizer) -> None:
+    """The draft must read and write the target's tokens: with two tokenizers, the same vocabulary; else the same size.
+
+    ``tokenizer`` is the one already loaded for the run; it is the target's own unless ``--tokenizer`` named another.
+    """
     from ..core.validation import InvalidParameterError
     from .tensors import vocab_size
 
     if _has_tokenizer(args.target) and _has_tokenizer(args.draft):
         from transformers import AutoTokenizer
 
-        if AutoTokenizer.from_pretrained(args.target).get_vocab() != AutoTokenizer.from_pretrained(args.draft).get_vocab():
+        own = tokenizer if args.tokenizer is None else AutoTokenizer.from_pretrained(args.target)
+        if own.get_vocab() != AutoTokenizer.from_pretrained(args.draft).get_vocab():
             raise InvalidParameterError(f"--draft {args.draft}: its tokenizer's vocabulary is not the target's; "
                                         "a draft model must use the target's tokenizer.")
         return  # one tokenizer: the embedding matrices may be padded to different sizes
@@ -132,7 +136,7 @@ def _generate(args: argparse.Namespace) -> int:
     draft = None
     if args.draft is not None:
         draft = _load_causal_lm(args.draft, "--draft")
-        _check_vocabularies(args, target, draft)
+        _check_vocabularies(args, target, draft, tokenizer)
     drafters = {}
     for name in _split(args.drafters):
         if name == "model":
