@@ -299,6 +299,27 @@ def test_state_dict_round_trip_continues_identically():
     assert all(a == b for a, b in picks)
 
 
+def test_a_state_saved_before_the_weighted_base_mean_loads_with_its_outcomes_at_weight_one():
+    """A router's snapshot of the policy as it was (the regression-adjusted base mean: ``_Cinv_zbar``, no ``_weighted``) still
+    loads, each model's outcomes so far weighing 1, and the policy goes on deciding."""
+    from genbandit.core.serialization import to_jsonable
+
+    rng = np.random.default_rng(8)
+    X = _unit_rows(rng, 30, 5)
+    policy = EvidenceThompson(n_arms=3, n_features=5, n_components=20, bandwidth_sample=10, seed=3)
+    for t in range(80):
+        policy.update(policy.select(X[t % 30]), float(rng.random()), context=X[t % 30])
+    old = policy.state_dict()
+    old["state"] = {k: v for k, v in old["state"].items() if k != "_weighted"}
+    old["state"]["_Cinv_zbar"] = to_jsonable(np.zeros((1, 3, 20)))
+    with pytest.raises(InvalidInputError, match="_Cinv_zbar"):
+        Policy.from_state_dict(old)  # read as it is, the layout is refused, naming what differs
+    again = EvidenceThompson.from_state_dict(old)
+    n = policy._n[0].astype(float)
+    np.testing.assert_array_equal(again._weighted[0], np.stack([n, n, policy._ybar[0]], axis=-1))
+    assert all(again.select(X[i]) in (0, 1, 2) for i in range(10))
+
+
 class _RecomputingRFFUCB(RFFUCB):
     """RFF-UCB as it was before features were cached: features recomputed in update, one Sherman-Morrison per run in a loop."""
 

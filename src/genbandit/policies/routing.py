@@ -39,6 +39,7 @@ from scipy.special import betainc, betaln, ndtr
 
 from ..core.base import Policy
 from ..core.registry import ENVIRONMENTS, register_policy
+from ..core.serialization import from_jsonable, to_jsonable
 from ..core.validation import Interval, InvalidInputError, check_finite_array
 from ._stats import argmax_random_ties
 from .kernel import _PerDecisionCache
@@ -305,6 +306,18 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self.override_z = override_z
         self.initial_plays = initial_plays
         self.seed = seed
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> "EvidenceThompson":
+        """:meth:`Policy.from_state_dict`; a state saved before the base draw's mean was inverse-propensity weighted (it
+        holds ``_Cinv_zbar`` and no ``_weighted``) is read with each model's outcomes so far at weight 1, as logged rows."""
+        learned = state.get("state") if isinstance(state, dict) else None
+        if isinstance(learned, dict) and "_Cinv_zbar" in learned and "_weighted" not in learned and "_n" in learned and "_ybar" in learned:
+            n, ybar = from_jsonable(learned["_n"]).astype(float), from_jsonable(learned["_ybar"])
+            learned = {k: v for k, v in learned.items() if k != "_Cinv_zbar"}
+            learned["_weighted"] = to_jsonable(np.stack([n, n, ybar], axis=-1))
+            state = {**state, "state": learned}
+        return super().from_state_dict(state)
 
     @classmethod
     def _check_examples(cls):
