@@ -16,7 +16,9 @@ cases were re-recorded when its arithmetic changed in its last bits (single-prec
 the upper triangle of ``(C + lambda I)^-1`` only, ``(C + lambda I)^-1 zbar`` carried between rounds; an evidence refit
 forming ``(C + lambda I)^-1`` by BLAS ``dsyrk`` and ``(C + lambda I)^-1 zbar`` by ``dsymv``): every decision of those
 cases stayed the one recorded before, its state and propensities moved in their last bits
-(docs/router.md, "Decision speed"). It holds for this platform's floating point (x86-64, the pinned
+(docs/router.md, "Decision speed"); and again when the base draw's mean became the inverse-propensity
+weighted mean of each model's outcomes in place of the regression-adjusted one (a change of its
+statistics, its decisions with it; docs/router.md, "Streams it was not built on"). It holds for this platform's floating point (x86-64, the pinned
 NumPy and SciPy and their OpenBLAS); a change meant to alter the numbers re-records it:
 ``PYTHONPATH=src python tests/test_decision_bits.py``.
 """

@@ -53,29 +53,31 @@ def test_online_moments_and_inverse_equal_a_direct_solve():
     assert np.linalg.norm(policy._theta[0, 0]) > 10 * np.linalg.norm(policy._theta[0, 1])
 
 
-def test_context_free_draw_takes_the_variance_of_its_regression_adjustment():
-    """The context-free mean of a model played only on some prompts is adjusted to every prompt seen, and its variance is
-    the posterior variance at the mean feature seen (PRML eq. 3.59), by a dense solve; for the model sent one corner of the
-    prompts the adjustment's own uncertainty is most of it (the intercept's variance alone froze such a model out)."""
-    rng = np.random.default_rng(2)
-    d, n = 4, 400
+def test_context_free_mean_undoes_the_selection_of_the_per_prompt_steps_by_inverse_propensity_weights():
+    """Where the per-prompt steps send a model the prompts hard for the other, its own mean is far below its mean over the
+    prompts; the base draw's mean, its outcomes weighted by q(g) / p(g | x) (stabilised inverse-propensity weights), is close
+    to it, from the few rounds it was the base draw's choice at the other prompts; its variance is the noise over the
+    effective sample size plus one pseudo-round."""
+    rng = np.random.default_rng(3)
+    d = 6
+    centres = rng.normal(size=(3, d))
+    mu = np.array([[0.2, 0.5], [0.9, 0.9], [0.9, 0.9]])  # prompt type x model: a hard type where model 1 is better, two tied
     policy = EvidenceThompson(n_arms=2, n_features=d, n_components=30, bandwidth_sample=16, max_prompts=0, seed=0)
-    X = _unit_rows(rng, n, d)
-    arms = (X[:, 0] > 0.5).astype(int)  # model 1 sees only the prompts of one corner, as overrides send it
-    y = 0.8 - 0.3 * X[:, 0] + 0.1 * rng.normal(size=n)
-    for i in range(n):
-        policy.update(int(arms[i]), float(y[i]), context=X[i])
-    x = _unit_rows(rng, 1, d)
-    _, _, value, spread, noise, _, _ = policy._scores(x)
-    seen = policy._features_one(0, X).mean(0)
-    for g in range(2):
-        phibar, theta, Ainv = _direct(policy, X, arms, y, g)
-        k = (arms == g).sum()
-        intercept = (y.mean() + k * y[arms == g].mean()) / (k + 1)  # one pseudo-round at the mean over models
-        zbar = seen - phibar
-        assert value[0, g] == pytest.approx(intercept + zbar @ theta, abs=1e-8)
-        assert spread[0, g] == pytest.approx(noise[0, g] * (1.0 / (k + 1) + zbar @ Ainv @ zbar), rel=1e-8)
-    assert spread[0, 1] > 3.0 * noise[0, 1] / ((arms == 1).sum() + 1)
+    for _ in range(1500):
+        c = rng.integers(3)
+        x = centres[c] + 0.1 * rng.normal(size=d)
+        arm = policy.select(x)
+        policy.update(arm, float(mu[c, arm] + 0.05 * rng.normal()), context=x)
+    truth, raw, weighted = mu[:, 1].mean(), policy._ybar[0, 1], policy._weighted[0, 1, 2]
+    assert policy._n[0, 1] > 300 and truth - raw > 0.2  # model 1 was played on the hard prompts mostly
+    assert abs(weighted - truth) < 0.06
+    W, W2 = policy._weighted[0, :, 0], policy._weighted[0, :, 1]
+    assert W[1] < 0.1 * policy._n[0, 1]  # its plays sent by the per-prompt steps weigh little
+    _, _, value, spread, noise, _, _ = policy._scores(centres[:1])
+    size = W**2 / W2
+    grand = policy._ybar[0] @ policy._n[0] / policy._n[0].sum()
+    np.testing.assert_allclose(value[0], (grand + size * policy._weighted[0, :, 2]) / (size + 1.0), rtol=1e-12)
+    np.testing.assert_allclose(spread[0], noise[0] / (size + 1.0), rtol=1e-12)
 
 
 def test_evidence_ridge_finds_noise_and_switches_slopes_off_without_signal():
@@ -173,7 +175,7 @@ def test_routes_each_prompt_type_to_its_expert():
 def test_pure_noise_context_costs_nothing_against_context_free_thompson():
     rng = np.random.default_rng(4)
     means = np.array([0.45, 0.6, 0.5])
-    T, R = 1500, 4
+    T, R = 1500, 8
     got = {}
     for name, make in (("ours", lambda: EvidenceThompson(n_arms=3, n_features=16, seed=2)), ("ts", lambda: ThompsonSampling(n_arms=3, seed=2))):
         policy = make().reset(R)
@@ -295,6 +297,27 @@ def test_state_dict_round_trip_continues_identically():
     again = Policy.from_state_dict(policy.state_dict())
     picks = [(policy.select(X[i]), again.select(X[i])) for i in range(30)]
     assert all(a == b for a, b in picks)
+
+
+def test_a_state_saved_before_the_weighted_base_mean_loads_with_its_outcomes_at_weight_one():
+    """A router's snapshot of the policy as it was (the regression-adjusted base mean: ``_Cinv_zbar``, no ``_weighted``) still
+    loads, each model's outcomes so far weighing 1, and the policy goes on deciding."""
+    from genbandit.core.serialization import to_jsonable
+
+    rng = np.random.default_rng(8)
+    X = _unit_rows(rng, 30, 5)
+    policy = EvidenceThompson(n_arms=3, n_features=5, n_components=20, bandwidth_sample=10, seed=3)
+    for t in range(80):
+        policy.update(policy.select(X[t % 30]), float(rng.random()), context=X[t % 30])
+    old = policy.state_dict()
+    old["state"] = {k: v for k, v in old["state"].items() if k != "_weighted"}
+    old["state"]["_Cinv_zbar"] = to_jsonable(np.zeros((1, 3, 20)))
+    with pytest.raises(InvalidInputError, match="_Cinv_zbar"):
+        Policy.from_state_dict(old)  # read as it is, the layout is refused, naming what differs
+    again = EvidenceThompson.from_state_dict(old)
+    n = policy._n[0].astype(float)
+    np.testing.assert_array_equal(again._weighted[0], np.stack([n, n, policy._ybar[0]], axis=-1))
+    assert all(again.select(X[i]) in (0, 1, 2) for i in range(10))
 
 
 class _RecomputingRFFUCB(RFFUCB):

@@ -23,10 +23,10 @@ compiled function that returns arrays pays about a microsecond to hand each one 
   :func:`context_free_draws` and :func:`override`;
 - :func:`argmax_cells`: the law of the largest of independent draws from their CDFs on cells;
 - :func:`learn`: one round, in place: Welford's update of the played model's reward and centred
-  feature moments, the Sherman-Morrison step on ``(C + lambda I)^-1`` (its upper triangle) with its coefficients ``theta``,
-  and every model's ``(C + lambda I)^-1 zbar`` (the context-free variance's term) carried forward
-  from the round's products, so that a decision needs one product per model, not two; and the outcome counted in the
-  recurring prompt's cell (:func:`count_cell`), so that an update is one call.
+  feature moments, the outcome into the context-free means under its inverse-propensity weight (:func:`weigh`, with
+  :func:`base_law`, the law of the context-free draw), the Sherman-Morrison step on ``(C + lambda I)^-1`` (its upper
+  triangle) with its coefficients ``theta``, and the outcome counted in the recurring prompt's cell (:func:`count_cell`),
+  so that an update is one call.
 
 Their plain-Python versions (``prompt_terms.py_func`` and so on; :func:`context_free_draws` with the NumPy bit
 generator itself in place of :func:`_bit_generator`, which numba's distributions then call through ``ctypes``) compute
@@ -85,32 +85,12 @@ def _axpy(y, x, a):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _seen(n, phibar, r, seen):  # pragma: no cover - compiled
-    """Into ``seen`` ``(D,)``: the mean feature of every prompt run ``r`` has seen, ``sum_g n_g phibar_g / sum_g n_g`` (0 before any);
-    returns ``sum_g n_g``."""
-    rounds = 0.0
-    seen[:] = 0.0
-    for g in range(n.shape[1]):
-        rounds += n[r, g]
-        for k in range(seen.shape[0]):
-            seen[k] += n[r, g] * phibar[r, g, k]
-    seen /= max(rounds, 1.0)
-    return rounds
-
-
-@njit(cache=True, nogil=True)
-def prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, Cinv_zbar, theta, symv, zh, terms):  # pragma: no cover - compiled
-    """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and model; into ``terms`` ``(4, R, G)``:
-    ``z'theta``, ``z'h``, and at ``zbar = seen - phibar_g`` (``seen`` the mean feature of every prompt seen,
-    ``sum_g n_g phibar_g / sum_g n_g``) ``zbar'theta`` and ``zbar' Cinv zbar``.
-
-    ``Cinv zbar`` does not depend on the prompt: :func:`learn` keeps it (``Cinv_zbar``), so a decision reads each model's
-    ``Cinv`` once, for ``Cinv z``. ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not set yet).
-    """
+def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms):  # pragma: no cover - compiled
+    """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and model; into ``terms`` ``(2, R, G)``:
+    ``z'theta`` and ``z'h``. ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not set yet)."""
     R, G, D = phibar.shape
-    z, h, lin, quad, adjust, quad_seen = zh[0], zh[1], terms[0], terms[1], terms[2], terms[3]
+    z, h, lin, quad = zh[0], zh[1], terms[0], terms[1]
     phi = np.empty(D)
-    seen = np.empty(D)
     for r in range(R):
         phi[:] = 0.0
         if bandwidth[r] > 0:
@@ -118,20 +98,16 @@ def prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, Cinv_
                 phi[k] = _dot(freq[r, k], contexts[r])
             for k in range(D):
                 phi[k] = scale * math.cos(phi[k] + phase[r, k])
-        _seen(n, phibar, r, seen)
         for g in range(G):
             zg, hg = z[r, g], h[r, g]
             for k in range(D):
                 zg[k] = phi[k] - phibar[r, g, k]
             _symv(symv, Cinv[r, g], zg, hg)
-            lin_g, quad_g, adjust_g, quad_seen_g = 0.0, 0.0, 0.0, 0.0
+            lin_g, quad_g = 0.0, 0.0
             for k in range(D):
-                zbar = seen[k] - phibar[r, g, k]
                 lin_g += zg[k] * theta[r, g, k]
                 quad_g += zg[k] * hg[k]
-                adjust_g += zbar * theta[r, g, k]
-                quad_seen_g += zbar * Cinv_zbar[r, g, k]
-            lin[r, g], quad[r, g], adjust[r, g], quad_seen[r, g] = lin_g, quad_g, adjust_g, quad_seen_g
+            lin[r, g], quad[r, g] = lin_g, quad_g
 
 
 @njit(cache=True, nogil=True)
@@ -147,38 +123,44 @@ def count_cell(cell, g, y, within):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def learn(arms, rewards, n, ybar, syy, ymin, ymax, Cinv, Cinv_zbar, theta, cxy, phibar, bandwidth, zh, next_fit, due, cells, cell, has_cell,
-          within):  # pragma: no cover - compiled
+def learn(arms, rewards, leader_z, n, ybar, syy, ymin, ymax, Cinv, theta, cxy, phibar, bandwidth, zh, next_fit, due, cells, cell, has_cell,
+          within, out, ab, untried, z_override, tiny, nodes, node_weights, weighted):  # pragma: no cover - compiled
     """One round of every run, in place: the reward range, each played model's count, mean and centred sum of squares
-    (Welford); with ``cells`` (recurring-prompt cells kept), the outcome counted in the prompt's cell (:func:`count_cell`; ``cell[r]``
-    that of :func:`prepare`, zeros where the prompt is new: ``has_cell`` false); and where the run's bandwidth is set
-    (``bandwidth > 0``), with ``u = sqrt(w) z``, ``w = n / (n + 1)``:
+    (Welford); its inverse-propensity weighted sums (``weighted[r, g]``: the sum of the weights, of their squares and the
+    weighted mean, a weighted Welford step), the round's weight :func:`base_weight` from the scores ``out`` and Beta laws ``ab``
+    of :func:`prepare` on this context (1 where a model was untried: ``untried``, the round's choice ignored the prompt,
+    ``leader_z`` and ``z_override`` the widths ``select`` used); with ``cells`` (recurring-prompt cells kept), the outcome counted in the prompt's cell
+    (:func:`count_cell`; ``cell[r]`` that of :func:`prepare`, zeros where the prompt is new: ``has_cell`` false); and where
+    the run's bandwidth is set (``bandwidth > 0``), with ``w = n / (n + 1)``:
     ``Cinv -= w h h' / (1 + w z'h)`` (Sherman-Morrison, on the upper triangle: ``Cinv`` holds only that of
     ``(C + lambda I)^-1``), ``theta += w (dy - z'theta) / (1 + w z'h) h``,
     ``cxy += w dy z`` and ``phibar += z / (n + 1)``, ``n`` the model's count before the round; ``z`` and ``h``
     of every model from :func:`prompt_terms`. ``due[r]``: run ``r``'s played model has reached its ``next_fit`` count (a run
     with a bandwidth). Returns ``(any due, any run without a bandwidth)``.
-
-    ``Cinv_zbar`` (``Cinv zbar`` of every model, ``zbar = seen - phibar_g``) follows without a product: with ``N`` rounds
-    before this one, ``seen`` moves by ``delta = (phi - seen) / (N + 1)`` and ``Cinv delta = (h - Cinv_zbar) / (N + 1)``
-    (``phi = z + phibar_g``); the played model's ``phibar`` moves by ``z / (n + 1)`` (``Cinv z = h``), then its ``Cinv`` by
-    the rank-one step.
     """
-    D = Cinv.shape[2]
+    G, D = Cinv.shape[1], Cinv.shape[2]
     z, h = zh[0], zh[1]
-    seen = np.empty(D)
+    laws, law = np.empty((G, G)), np.empty(G)
     some_due, waiting = False, False
     for r in range(arms.shape[0]):
         g, y = arms[r], rewards[r]
         ymin[r] = min(ymin[r], y)
         ymax[r] = max(ymax[r], y)
         k = float(n[r, g])
-        rounds = n[r].sum()
         dy = y - ybar[r, g]
         w = k / (k + 1.0)
         n[r, g] += 1
         ybar[r, g] += dy / (k + 1.0)
         syy[r, g] += w * dy * dy
+        forced = False
+        for j in range(untried.shape[1]):
+            forced = forced or untried[r, j]
+        weight = 1.0 if forced else base_weight(out[5], out[1], out[6], out[3], out[4], ab, r, g, has_cell[r], leader_z, z_override, tiny,
+                                                nodes, node_weights, laws, law)
+        total = weighted[r, g, 0] + weight
+        weighted[r, g, 0] = total
+        weighted[r, g, 1] += weight * weight
+        weighted[r, g, 2] += weight / total * (y - weighted[r, g, 2])
         if cells:
             if not has_cell[r]:
                 cell[r] = 0.0
@@ -189,7 +171,7 @@ def learn(arms, rewards, n, ybar, syy, ymin, ymax, Cinv, Cinv_zbar, theta, cxy, 
         if not live:
             waiting = True
             continue
-        zg, hg, M, u = z[r, g], h[r, g], Cinv[r, g], Cinv_zbar[r]
+        zg, hg, M = z[r, g], h[r, g], Cinv[r, g]
         zt = np.dot(zg, theta[r, g])
         denom = 1.0 + w * np.dot(zg, hg)
         coef = w / denom
@@ -200,20 +182,63 @@ def learn(arms, rewards, n, ybar, syy, ymin, ymax, Cinv, Cinv_zbar, theta, cxy, 
             theta[r, g, i] += step * hg[i]
             cxy[r, g, i] += w * dy * zg[i]
             phibar[r, g, i] += zg[i] / (k + 1.0)
-        for j in range(u.shape[0]):
-            for i in range(D):
-                u[j, i] += (h[r, j, i] - u[j, i]) / (rounds + 1.0)
-        _seen(n, phibar, r, seen)
-        hz = 0.0
-        for i in range(D):
-            u[g, i] -= hg[i] / (k + 1.0)
-            hz += hg[i] * (seen[i] - phibar[r, g, i])
-        _axpy(u[g], hg, -coef * hz)
     return some_due, waiting
 
 
 @njit(cache=True, nogil=True)
-def scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out):  # pragma: no cover - compiled
+def base_law(ab, r, nodes, node_weights, law):  # pragma: no cover - compiled
+    """Into ``law`` ``(G,)``: the law of the largest of run ``r``'s context-free draws, each ``Beta(a_g, b_g)`` (``ab``
+    ``(2, R, G)``) taken as the Gaussian of its mean and variance: ``P(g) = E[prod_(j != g) Phi((X_g - m_j) / s_j)]``,
+    ``X_g ~ N(m_g, s_g^2)``, by Gauss-Hermite quadrature (``nodes``, ``node_weights``: the probabilists' rule, weights
+    summing to 1), normalised to sum to 1."""
+    G = law.shape[0]
+    m = np.empty(G)
+    s = np.empty(G)
+    for g in range(G):
+        a, b = ab[0, r, g], ab[1, r, g]
+        m[g] = a / (a + b)
+        s[g] = max(math.sqrt(a * b / ((a + b) * (a + b) * (a + b + 1.0))), 1e-12)
+    total = 0.0
+    for g in range(G):
+        acc = 0.0
+        for i in range(nodes.shape[0]):
+            x = m[g] + s[g] * nodes[i]
+            others = 1.0
+            for j in range(G):
+                if j != g:
+                    others *= 0.5 * math.erfc((m[j] - x) / (s[j] * math.sqrt(2.0)))
+            acc += node_weights[i] * others
+        law[g] = acc
+        total += acc
+    for g in range(G):
+        law[g] = law[g] / total if total > 0.0 else 1.0 / G
+
+
+@njit(cache=True, nogil=True)
+def base_weight(mean, var, value, spread, noise, ab, r, g, seen, leader_z, z, tiny, nodes, node_weights, laws, law):  # pragma: no cover - compiled
+    """The stabilised inverse-propensity weight ``q(g) / p(g | x)`` of model ``g`` played at run ``r``'s prompt ``x`` (Horvitz &
+    Thompson 1952; Robins, Hernan & Brumback 2000): ``q`` the law of the context-free draw (:func:`base_law`, into ``law`` ``(G,)``),
+    ``p(g | x) = sum_k q(k) P(g | base k, x)`` the law of the model played at this prompt, from the rule ``select`` applies given
+    each base (:func:`_given_base`, into ``laws`` ``(G, G)``). 1 wherever that rule keeps every base (then ``p = q``); where no
+    other base leads to ``g``, ``1 / P(g | base g, x)`` without ``q``; and 1 where ``p(g | x) = 0`` (a decision forced from
+    outside, or feedback that arrives after the state moved), as a logged row."""
+    G = mean.shape[1]
+    sent = 0.0  # how far the other bases lead to g
+    for k in range(G):
+        _given_base(mean, var, value, spread, noise, r, k, seen, leader_z, z, tiny, laws[k])
+        if k != g:
+            sent += laws[k, g]
+    if sent == 0.0:  # p(g | x) = q(g) P(g | base g, x)
+        return 1.0 / laws[g, g] if laws[g, g] > 0.0 else 1.0
+    base_law(ab, r, nodes, node_weights, law)
+    p = 0.0
+    for k in range(G):
+        p += law[k] * laws[k, g]
+    return law[g] / p if p > 0.0 else 1.0
+
+
+@njit(cache=True, nogil=True)
+def scores(n, ybar, syy, fitted, gamma, ymin, ymax, weighted, terms, prior_dof, tiny, out):  # pragma: no cover - compiled
     """Each model's noise variance, context-free mean and its variance, and posterior mean and variance at the prompt.
 
     Per run, with ``n_g`` rounds of model ``g``: the noise ``(prior_dof s2_pool + dof_g s2_g) / (prior_dof + dof_g)``,
@@ -221,31 +246,31 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
     while it is 0), ``s2_pool`` the within-model variance pooled over models (``(range / 2)^2`` before
     any model has two rounds); the intercept ``b_g = (grand + n_g ybar_g) / (n_g + 1)`` with one
     pseudo-round at the mean over models; at the prompt ``mean = b_g + z'theta_g`` and
-    ``var = noise (1 / (n_g + 1) + max(z'h, 0))``; context-free, ``value = b_g + (seen - phibar_g)'theta_g``
-    with ``seen`` the mean feature of every prompt seen, and its posterior variance ``spread = noise (1 / (n_g + 1) +
-    zbar' (C_g + lambda_g I)^-1 zbar)``, ``zbar = seen - phibar_g`` (PRML eq. 3.59 at the mean feature seen: the
-    adjustment's own uncertainty counts; ``zbar = 0`` while the bandwidth is not set and the features are 0).
-    ``terms`` from :func:`prompt_terms`; into ``out`` ``(5, R, G)``: ``(mean, var, value, spread, noise)``.
+    ``var = noise (1 / (n_g + 1) + max(z'h, 0))``; context-free, from the weighted outcomes (``weighted[r, g]``: the sum of
+    the weights ``W``, of their squares ``W2`` and the weighted mean ``ybar_w``, :func:`learn`), with the effective sample
+    size ``e_g = W^2 / W2`` (Kish 1965) and again one pseudo-round at the mean over models, ``value = (grand + e_g ybar_w)
+    / (e_g + 1)`` and ``spread = noise / (e_g + 1)``. ``terms`` from :func:`prompt_terms`; into ``out`` ``(5, R, G)``:
+    ``(mean, var, value, spread, noise)``.
     """
     R, G = n.shape
-    lin, quad, adjust, quad_seen = terms[0], terms[1], terms[2], terms[3]
+    lin, quad = terms[0], terms[1]
     mean, var, value, spread, noise = out[0], out[1], out[2], out[3], out[4]
     for r in range(R):
         within = 0.0
         total = 0.0
         rounds = 0.0
-        weighted = 0.0
+        sum_y = 0.0
         for g in range(G):
             within += max(n[r, g] - 1, 0)
             total += syy[r, g]
             rounds += n[r, g]
-            weighted += ybar[r, g] * n[r, g]
+            sum_y += ybar[r, g] * n[r, g]
         if within > 0:
             pool = max(total, tiny) / within
         else:
             half = (ymax[r] - ymin[r]) / 2.0
             pool = max(half * half, tiny)
-        grand = weighted / max(rounds, 1.0)
+        grand = sum_y / max(rounds, 1.0)
         for g in range(G):
             dof = max(n[r, g] - 1.0 - gamma[r, g], 0.0)
             s2 = fitted[r, g] if fitted[r, g] > 0 else syy[r, g] / max(n[r, g] - 1.0, 1.0)
@@ -254,18 +279,20 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
             b = (grand + n[r, g] * ybar[r, g]) / weight
             mean[r, g] = b + lin[r, g]
             var[r, g] = noise[r, g] * (1.0 / weight + max(quad[r, g], 0.0))
-            value[r, g] = b + adjust[r, g]
-            spread[r, g] = noise[r, g] * (1.0 / weight + max(quad_seen[r, g], 0.0))
+            sw, sw2 = weighted[r, g, 0], weighted[r, g, 1]
+            size = sw * sw / sw2 if sw2 > 0.0 else 0.0
+            value[r, g] = (grand + size * weighted[r, g, 2]) / (size + 1.0)
+            spread[r, g] = noise[r, g] / (size + 1.0)
 
 
 @njit(cache=True, nogil=True)
-def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
+def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, weighted, fitted, gamma, ymin, ymax, prior_dof, tiny,
                     min_plays, symv, zh, out, untried):  # pragma: no cover - compiled
     """:func:`prompt_terms` then :func:`scores` of each run's context, and into ``untried`` ``(R, G)`` whether model ``g`` of run
     ``r`` was played fewer than ``min_plays`` times; returns whether any was."""
-    terms = np.empty((4, n.shape[0], n.shape[1]))
-    prompt_terms(contexts, freq, phase, scale, bandwidth, n, phibar, Cinv, Cinv_zbar, theta, symv, zh, terms)
-    scores(n, ybar, syy, fitted, gamma, ymin, ymax, terms, prior_dof, tiny, out)
+    terms = np.empty((2, n.shape[0], n.shape[1]))
+    prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms)
+    scores(n, ybar, syy, fitted, gamma, ymin, ymax, weighted, terms, prior_dof, tiny, out)
     fresh = False
     for r in range(n.shape[0]):
         for g in range(n.shape[1]):
@@ -275,7 +302,7 @@ def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_
 
 
 @njit(cache=True, nogil=True)
-def prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof, tiny,
+def prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, weighted, fitted, gamma, ymin, ymax, prior_dof, tiny,
             min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried):  # pragma: no cover - compiled
     """Everything a new context needs before the draws, in one call; returns whether any model is untried (played fewer than
     ``min_plays`` times).
@@ -285,7 +312,7 @@ def prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, th
     ``out[5:7]`` (``out[0]`` and ``out[2]``, :func:`priced` where ``budget > 0``); then :func:`beta_laws` of ``out[6]``
     and the spread into ``ab``.
     """
-    fresh = posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof,
+    fresh = posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, weighted, fitted, gamma, ymin, ymax, prior_dof,
                             tiny, min_plays, symv, zh, out, untried)
     for r in range(n.shape[0]):
         if has_cell[r]:
@@ -485,7 +512,7 @@ def context_free_draws(generator, ab, uniforms, draws):  # pragma: no cover - co
 
 
 @njit(cache=True, nogil=True)
-def decide(contexts, prepared, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax, prior_dof,
+def decide(contexts, prepared, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, weighted, fitted, gamma, ymin, ymax, prior_dof,
            tiny, min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried, generator, leader_z, z,
            draws, chosen):  # pragma: no cover - compiled
     """A ``select`` in one call; returns whether any model is untried.
@@ -501,7 +528,7 @@ def decide(contexts, prepared, freq, phase, scale, bandwidth, phibar, Cinv, Cinv
             for g in range(untried.shape[1]):
                 fresh = fresh or untried[r, g]
     else:
-        fresh = prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, Cinv_zbar, theta, n, ybar, syy, fitted, gamma, ymin, ymax,
+        fresh = prepare(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, weighted, fitted, gamma, ymin, ymax,
                         prior_dof, tiny, min_plays, symv, cell, has_cell, within, cost_sum, cost_n, log_price, unit, budget, zh, out, ab, untried)
     context_free_draws(generator, ab, 0 if fresh else untried.shape[0], draws)
     if not fresh:

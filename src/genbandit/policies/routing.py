@@ -34,11 +34,12 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from scipy.linalg.blas import dsymv, dsyrk
+from scipy.linalg.blas import dsyrk
 from scipy.special import betainc, betaln, ndtr
 
 from ..core.base import Policy
 from ..core.registry import ENVIRONMENTS, register_policy
+from ..core.serialization import from_jsonable, to_jsonable
 from ..core.validation import Interval, InvalidInputError, check_finite_array
 from ._stats import argmax_random_ties
 from .kernel import _PerDecisionCache
@@ -54,6 +55,10 @@ _UNIFORM = np.linspace(0.0, 1.0, 17)
 _DECADES = 10.0 ** -np.concatenate([np.arange(0.5, 20.0, 0.5), np.arange(20.0, 320.0, 4.0)])  # and at these distances from that end
 _PRICE_UNIT = 0.01  # the pacer's price is +-_PRICE_UNIT (exp|u| - 1) reward ranges per budget-sized cost
 _PRICE_SPAN = math.log(1e6)  # |u| at most: prices from -1e4 to 1e4 reward ranges
+# the Gauss-Hermite rule of the base law in the weights (base_law): its error there is the Gaussian's in place of the Beta law
+# (about 0.01 at the 95th percentile against beta_argmax_law), whatever the nodes from 8 to 24
+_NODES, _NODE_WEIGHTS = np.polynomial.hermite_e.hermegauss(8)
+_NODE_WEIGHTS = _NODE_WEIGHTS / _NODE_WEIGHTS.sum()
 
 
 def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: float = 1.0, iters: int = 50, pool: float = 0.0,
@@ -126,8 +131,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     width, took 3% to 11% of the rounds after round 1,000 in 3 of 120 orders); ``s2_g`` is again
     shrunk by two pseudo-rounds to the variance pooled over models when the scores are formed.
     ``(C_g + lambda_g I)^-1`` (its upper triangle) is kept by Sherman-Morrison between refits, with
-    the features and ``(C_g + lambda_g I)^-1 z`` of the last ``select`` reused by the ``update``, and
-    ``(C_g + lambda_g I)^-1 zbar`` (step 1's variance) carried from round to round by the ``update``;
+    the features, ``(C_g + lambda_g I)^-1 z`` and the scores of the last ``select`` reused by the ``update``;
     ``probabilities`` and the ``select`` after it on the same context share the features and the
     scores. The per-decision arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`):
     a ``select`` is one call (the features, the scores, the draws from the policy's generator and the choice), an
@@ -136,18 +140,34 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     A round (models played fewer than ``initial_plays`` times first, in random order):
 
     1. the base choice is Thompson sampling over the models, ignoring the prompt (Thompson 1933;
-       Agrawal & Goyal 2012): each model's mean over every prompt seen (``b_g`` plus the slopes at
-       the mean feature of all prompts minus ``phibar_g``, a regression adjustment, so a model
-       played on hard prompts does not look worse than it is), drawn from the Beta law with that
-       mean and its posterior variance on the observed reward range (its skewed tail keeps a model
-       whose first outcomes were unlucky in play, where a Gaussian draw would freeze it out). The
-       variance is that of the adjusted mean, ``s2_g (1/(n_g + 1) + zbar' (C_g + lambda_g I)^-1
-       zbar)`` with ``zbar`` the mean feature seen minus ``phibar_g`` (PRML eq. 3.59 at the mean
-       feature seen), not the intercept's alone: the ridge slopes, shrunk, undo only part of the
-       selection, so a model the overrides sent prompts hard for every model is still biased low,
-       and with the intercept's variance alone its draw was too narrow to cover that bias and it
-       was rarely drawn again (on the real ParetoBandit stream, the orders that settled on the
-       second-best model: docs/router.md);
+       Agrawal & Goyal 2012): each model's mean over the prompts, drawn from the Beta law with that
+       mean and its variance on the observed reward range (its skewed tail keeps a model whose first
+       outcomes were unlucky in play, where a Gaussian draw would freeze it out). Steps 2-3 play a
+       model on the prompts where the posteriors send it, so the mean of its outcomes is biased by
+       where it was played (a model sent the prompts hard for another looks worse than it is); the
+       mean is that of its outcomes weighted by the inverse of the probability with which the round
+       played it, stabilised (Horvitz & Thompson 1952; the ratio form of Hajek 1971; stabilised
+       weights, Robins, Hernan & Brumback 2000): ``w_s = q_s(g) / p_s(g | x_s)``, with ``q_s`` the law
+       of this step's draw, which ignores the prompt, and ``p_s(g | x) = sum_k q_s(k) P(g | base k,
+       x)`` the law of the model played, from the rule steps 2-3 apply given each base
+       (:func:`~genbandit.policies._routing_numba.base_weight`). Wherever steps 2-3 leave every base
+       alone ``p = q`` and the weight is 1: the model's own mean, as plain Thompson sampling keeps
+       it, with no estimate of the per-prompt deviation in it; only the selection steps 2-3 make is
+       undone. The mean is shrunk by one pseudo-round to the mean over models and its variance is
+       ``s2_g / (e_g + 1)``, ``e_g = (sum w)^2 / sum w^2`` the effective sample size of the weighted
+       outcomes (Kish 1965, Survey Sampling, section 11.7). ``q_s`` takes each Beta law as the
+       Gaussian of its moments (Gauss-Hermite quadrature), and is computed only where another base
+       leads to the model played; a round that plays an untried model, and a row of ``fit_logged``
+       (no draw behind it), weighs 1, as does an outcome the rule would not have played (a forced
+       model, or feedback arriving after the state moved). The weighted mean estimates the model's
+       mean over the prompts where the rule can play it; at a prompt where no base leads to it, no
+       weight makes up for its absence. Before this, the mean was regression-adjusted to the mean
+       feature of every prompt by the model's slopes (the regression estimator, Cochran 1977,
+       Sampling Techniques, chapter 7): its 200 slopes, fitted on noisy pass/fail outcomes, put their
+       error into every round's base draw, and on such outcomes the policy fell below plain Thompson
+       sampling by about two standard errors; with the weights it is level with it, and on the real
+       ParetoBandit stream level with the adjusted mean at the end, ahead of it in the first rounds
+       (docs/router.md, "Streams it was not built on");
     2. the model of largest posterior mean at this prompt replaces the base choice when it is
        better by ``override_z`` posterior standard deviations of the difference (by the larger of
        ``2 override_z`` and the Gaussian UCB width ``sqrt(2 log t)`` when it is the context-free
@@ -288,6 +308,18 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self.seed = seed
 
     @classmethod
+    def from_state_dict(cls, state: dict) -> "EvidenceThompson":
+        """:meth:`Policy.from_state_dict`; a state saved before the base draw's mean was inverse-propensity weighted (it
+        holds ``_Cinv_zbar`` and no ``_weighted``) is read with each model's outcomes so far at weight 1, as logged rows."""
+        learned = state.get("state") if isinstance(state, dict) else None
+        if isinstance(learned, dict) and "_Cinv_zbar" in learned and "_weighted" not in learned and "_n" in learned and "_ybar" in learned:
+            n, ybar = from_jsonable(learned["_n"]).astype(float), from_jsonable(learned["_ybar"])
+            learned = {k: v for k, v in learned.items() if k != "_Cinv_zbar"}
+            learned["_weighted"] = to_jsonable(np.stack([n, n, ybar], axis=-1))
+            state = {**state, "state": learned}
+        return super().from_state_dict(state)
+
+    @classmethod
     def _check_examples(cls):
         env = ENVIRONMENTS.create("setup4-synthetic", setup="expert", contexts="gaussian", dim=6, n_prompts_per_category=8, seed=1)
         return [(cls(n_arms=5, n_features=6, n_components=20, bandwidth_sample=8, seed=0), env)]
@@ -305,7 +337,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         self._phibar = np.zeros((R, G, D))
         self._cxy = np.zeros((R, G, D))
         self._Cinv = np.broadcast_to(np.eye(D) / _LAMBDA_START, (R, G, D, D)).copy()  # (C_g + lambda_g I)^-1, its upper triangle
-        self._Cinv_zbar = np.zeros((R, G, D))  # (C_g + lambda_g I)^-1 (seen - phibar_g), seen the mean feature of every prompt
+        self._weighted = np.zeros((R, G, 3))  # each model's outcomes under inverse-propensity weights: sum w, sum w^2, weighted mean
         self._theta = np.zeros((R, G, D))
         self._lam = np.full((R, G), _LAMBDA_START)
         self._s2 = np.zeros((R, G))
@@ -339,13 +371,14 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                                                 has_cell=np.zeros(R, dtype=bool), due=np.empty(R, dtype=bool), draws=np.empty(R * G + R),
                                                 chosen=np.empty(R, dtype=np.int64))
             work.preparing = (self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar, self._Cinv,
-                              self._Cinv_zbar, self._theta, self._n, self._ybar, self._syy, self._s2, self._gamma, self._ymin, self._ymax,
+                              self._theta, self._n, self._ybar, self._syy, self._weighted, self._s2, self._gamma, self._ymin, self._ymax,
                               _PRIOR_DOF, _TINY, self.initial_plays, _kernels().SYMV, work.cell, work.has_cell, self._within, self._cost_sum,
                               self._cost_n, self._log_price, _PRICE_UNIT, 0.0 if self.budget is None else self.budget, work.zh, work.out,
                               work.ab, work.untried)
-            work.learning = (self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._Cinv_zbar, self._theta, self._cxy,
+            work.learning = (self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._theta, self._cxy,
                              self._phibar, self._bandwidth, work.zh, self._next_fit, work.due, self.max_prompts > 0, work.cell, work.has_cell,
-                             self._within)
+                             self._within, out, work.ab, work.untried, math.inf if self.override_z is None else self.override_z, _TINY,
+                             _NODES, _NODE_WEIGHTS, self._weighted)
         return work
 
     def _cached(self, contexts: np.ndarray) -> tuple:
@@ -478,7 +511,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = self._cached(contexts)[1]
         self._last = None
         work = self._work
-        some_due, waiting = _kernels().learn(actions, rewards, *work.learning)
+        some_due, waiting = _kernels().learn(actions, rewards, math.inf if self.override_z is None else self._leader_z(), *work.learning)
         if keys is not None:  # learn counted the outcome into each run's copy of its prompt's cell (prepare's)
             for r, key in enumerate(keys):
                 self._cell(r, key)[:] = work.cell[r]
@@ -492,8 +525,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                     self._set_bandwidth(int(r))
 
     def _refit(self, r: int, g: int, C: np.ndarray | None = None) -> None:
-        """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis; then every model's
-        ``(C + lambda I)^-1 zbar`` of run r computed afresh (``learn`` keeps it between refits).
+        """Evidence maximisation for model g of run r, and ``(C + lambda I)^-1`` rebuilt from its eigenbasis.
 
         The centred scatter ``C`` is not stored: its eigenvectors are those of ``(C + lambda I)^-1``
         and its eigenvalues ``1/mu - lambda``. The noise carries ``_PRIOR_DOF`` pseudo-rounds of the
@@ -519,9 +551,6 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             # kernels read and keep; the lower one zero) in half the flops of a general product (on W', whose columns BLAS reads)
             self._Cinv[r, g] = dsyrk(1.0, (V / np.sqrt(eig + lam)).T, trans=1, lower=0)
             self._theta[r, g] = V @ (proj / (eig + lam))
-        zbar = self._n[r] @ self._phibar[r] / max(int(self._n[r].sum()), 1) - self._phibar[r]
-        for h in range(self.n_arms):  # BLAS dsymv on the upper triangle, as the kernels (its transpose: the lower one, by columns)
-            self._Cinv_zbar[r, h] = dsymv(1.0, self._Cinv[r, h].T, zbar[h], lower=1)
 
     def _scatter(self, r: int, g: int) -> np.ndarray:
         """The centred feature scatter ``C`` of model g of run r, recovered from ``(C + lambda I)^-1``."""
@@ -612,6 +641,12 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             if self.max_prompts:
                 for i in range(n):
                     _kernels().count_cell(self._cell(r, _key(X[i])), int(a[i]), float(y[i]), self._within[r])
+        for g in range(self.n_arms):  # logged rows carry no base draw: each weighs 1 in the context-free mean
+            mask = a == g
+            if mask.any():
+                k = int(mask.sum())
+                self._weighted[:, g, :2] += k
+                self._weighted[:, g, 2] += k / self._weighted[:, g, 0] * (y[mask].mean() - self._weighted[:, g, 2])
         if c is not None:
             np.add.at(self._cost_sum, (slice(None), a), c)
             np.add.at(self._cost_n, (slice(None), a), 1)
