@@ -117,12 +117,12 @@ def test_bad_tables_are_refused_with_clear_errors(humaneval, cache, tmp_path):
     frame = pd.read_csv(humaneval).astype({"weak": object, "strong": float})
     frame.loc[3, "weak"] = "timeout"
     frame.to_csv(tmp_path / "text.csv", index=False)
-    with pytest.raises(InvalidParameterError, match=r"'weak' must be numeric; row 3 holds 'timeout'"):
+    with pytest.raises(InvalidParameterError, match=r"'weak' must be numeric; row 3 \(0-based.*\) holds 'timeout'"):
         _table(tmp_path / "text.csv", cache).n_arms
     frame = pd.read_csv(humaneval).astype({"strong": float})
     frame.loc[5, "strong"] = np.nan
     frame.to_csv(tmp_path / "nan.csv", index=False)
-    with pytest.raises(InvalidParameterError, match=r"'strong' has 1 missing or infinite value\(s\) \(first at row 5\)"):
+    with pytest.raises(InvalidParameterError, match=r"'strong' has 1 missing or infinite value\(s\), the first nan at row 5 .*drop those rows"):
         _table(tmp_path / "nan.csv", cache).n_arms
     with pytest.raises(InvalidParameterError, match=r"no column\(s\) \['large'\]"):
         PromptTable(path=str(humaneval), score_columns=["weak", "large"], cache_dir=cache).n_arms
@@ -346,3 +346,118 @@ def test_the_router_estimates_the_propensity_of_a_policy_without_probabilities(t
     second = router.route(embedding=[1.0, 0.0])
     assert second.propensity == 1.0 and second.arm != first.arm  # the one unplayed model, deterministically
     router.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables and logs as users bring them: what is refused, and what the report must not hide
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small(humaneval):
+    """One trial per prompt of the HumanEval table, with its costs and categories: 164 prompts."""
+    return pd.read_csv(humaneval).query("trial == 0").drop(columns="trial").reset_index(drop=True)
+
+
+def _evaluate(path, tmp_path, *extra):
+    return main(["evaluate", str(path), "--policies", "best-single", "greedy", "--orders", "2", "--out", str(tmp_path / "out"),
+                 "--no-progress", *extra])
+
+
+def test_cost_columns_are_not_taken_for_models(small, cache, tmp_path):
+    small.drop(columns="kind").to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"\['weak_cost', 'strong_cost'\] look like costs.*score_columns = \['weak', 'strong'\]"):
+        PromptTable(path=str(tmp_path / "t.csv"), cache_dir=cache).n_arms
+    env = PromptTable(path=str(tmp_path / "t.csv"), cost_columns=["weak_cost", "strong_cost"], cache_dir=cache)
+    assert env.models == ["weak", "strong"]
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("strong", 7.0, r"score column 'strong' has 1 value\(s\) outside \[0, 1\], the first 7.0 at row 2 .*Rescale"),
+    ("weak", -1.0, r"score column 'weak' has 1 value\(s\) outside \[0, 1\], the first -1.0 at row 2 "),
+    ("strong_cost", -0.002, r"cost column 'strong_cost' has 1 value\(s\) below 0, the first -0.002 at row 2 "),
+    ("weak", np.inf, r"score column 'weak' has 1 missing or infinite value\(s\), the first inf at row 2 "),
+])
+def test_scores_outside_the_unit_interval_and_negative_costs_are_refused(small, cache, tmp_path, column, value, message):
+    frame = small.astype({column: float})
+    frame.loc[2, column] = value
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    with pytest.raises(InvalidParameterError, match=message):
+        _table(tmp_path / "t.parquet", cache, cost_columns=["weak_cost", "strong_cost"]).n_arms
+    frame[["weak_cost", "strong_cost"]] = 0.0  # zero costs are fine
+    frame.loc[2, column] = 0.5
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    assert _table(tmp_path / "t.parquet", cache, cost_columns=["weak_cost", "strong_cost"]).utilities().shape == (164, 2)
+
+
+def test_surrounding_whitespace_does_not_make_a_new_prompt(small, cache, tmp_path):
+    frame = pd.concat([small.head(3), small.head(3).assign(prompt=lambda f: "  " + f["prompt"] + "\n")])
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    env = _table(tmp_path / "t.csv", cache)
+    assert len(env.prompts) == 3 and env.reset(n_runs=1)._scores.shape == (3, 2, 2)
+    frame.assign(prompt=lambda f: f["prompt"].where(f.index != 1, " ")).to_csv(tmp_path / "blank.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"'prompt' is blank at row 1"):
+        _table(tmp_path / "blank.csv", cache).n_arms
+
+
+def test_empty_categories_are_reported_and_a_prompt_has_one_category(humaneval, small, cache, tmp_path):
+    frame = small.assign(kind=small["kind"].where(small.index % 4 != 0))
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    labels, names = _table(tmp_path / "t.csv", cache, category_column="kind").categories()
+    assert names == ["(no category)", "lists", "other"] and np.bincount(labels).tolist()[0] == 41  # every prompt in one category
+    trials = pd.read_csv(humaneval)
+    trials.loc[1, "kind"] = "strings"  # the first prompt's second trial
+    trials.to_csv(tmp_path / "mixed.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"several categories in 'kind' \(\['lists', 'strings'\]\)"):
+        _table(tmp_path / "mixed.csv", cache, category_column="kind").categories()
+
+
+def test_a_category_of_one_prompt_is_shown_with_its_uncertainty(small, tmp_path):
+    small.assign(kind=np.where(small.index == 0, "rare", small["kind"])).to_csv(tmp_path / "t.csv", index=False)
+    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong", "--category-column", "kind") == 0
+    report = (tmp_path / "out" / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| rare |"))
+    assert "± n/a (one prompt)" in row and "| 1 |" in row
+    lists = next(line for line in report.splitlines() if line.startswith("| lists |"))
+    assert "± n/a" not in lists.split("|")[4] and "±" in lists.split("|")[4]
+
+
+@pytest.mark.parametrize("n_prompts", [1, 3])
+def test_a_table_of_a_few_prompts_gets_a_report_without_a_router_or_a_deploy(small, tmp_path, capsys, n_prompts):
+    small.head(n_prompts).to_csv(tmp_path / "t.csv", index=False)
+    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong") == 0
+    assert "recommended policy: best-single" in capsys.readouterr().out
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert f"No offline router is fitted: {n_prompts} prompts are too few" in report and f"{n_prompts} prompts are too few to judge a router" in report
+
+
+def _log(path, small, propensity, models=("weak", "strong")):
+    with open(path, "w") as fh:
+        for i, row in small.head(60).iterrows():
+            model = models[i % 2]
+            fh.write(json.dumps({"decision_id": f"d{i}", "prompt": row["prompt"], "model": model, "propensity": propensity(i),
+                                 "reward": float(row[model] if model in row else row["weak"])}) + "\n")
+
+
+def test_a_log_without_propensities_is_refused_before_anything_runs(small, tmp_path, capsys):
+    _log(tmp_path / "log.jsonl", small, lambda i: None if i > 0 else 0.5)
+    assert main(["evaluate", "--log", str(tmp_path / "log.jsonl"), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "1 of 60 decisions with a reward record a propensity" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_log_beside_a_table_must_name_the_tables_models(small, tmp_path, capsys):
+    small.to_csv(tmp_path / "t.csv", index=False)
+    _log(tmp_path / "log.jsonl", small, lambda i: 0.5, models=("weak", "gpt-x"))
+    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong", "--log", str(tmp_path / "log.jsonl")) == 2
+    assert "unknown model 'gpt-x'; models: ['weak', 'strong']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("propensity, warned", [(0.5, False), (1.0, True), (0.9, True)])
+def test_propensities_that_are_not_the_loggers_probabilities_are_flagged(small, tmp_path, propensity, warned):
+    # the two models alternate: a logger choosing each with probability 0.5; 1.0 (a deterministic router's) or 0.9 is not what happened
+    _log(tmp_path / "log.jsonl", small, lambda i: propensity)
+    assert main(["evaluate", "--log", str(tmp_path / "log.jsonl"), "--policies", "greedy", "--draws", "16", "--out", str(tmp_path / "out"),
+                 "--no-progress"]) == 0
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert ("do not behave like the probabilities of the logged choices" in report) is warned
+    records = {(r["policy"], r["metric"]): r for r in json.loads((tmp_path / "out" / "summary.json").read_text())}
+    assert ("always:weak", "ips") in records

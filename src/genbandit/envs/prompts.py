@@ -515,6 +515,8 @@ class ParetoBanditReplay(_LoggedTable):
 # ---------------------------------------------------------------------------------------------
 # Bring your own table
 # ---------------------------------------------------------------------------------------------
+#: The category a :class:`PromptTable` gives the prompts whose category cell is empty.
+_MISSING_CATEGORY = "(no category)"
 _TABLE_READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
@@ -533,8 +535,17 @@ def read_table(path: str | Path):
     return pd.read_json(path, lines=True) if kind == "jsonl" else pd.read_csv(path)
 
 
-def _numeric_block(frame, columns: list[str], what: str, path: Path) -> np.ndarray:
-    """``frame[columns]`` as floats, or a clear error naming the first non-numeric or missing value."""
+def _row(frame, k: int, prompt_column: str) -> str:
+    """Where row ``k`` is, for an error message: its 0-based data row and the start of its prompt."""
+    text = str(frame[prompt_column].iloc[k])
+    return f"row {k} (0-based, header not counted; prompt {text[:60] + ('...' if len(text) > 60 else '')!r})"
+
+
+def _numeric_block(frame, columns: list[str], what: str, path: Path, prompt_column: str, low: float, high: float, fix: str) -> np.ndarray:
+    """``frame[columns]`` as floats, or a clear error naming the first non-numeric, missing, infinite or out-of-range value.
+
+    Every value must lie in ``[low, high]``; ``fix`` says what to do when one does not.
+    """
     import pandas as pd
 
     out = np.empty((len(frame), len(columns)))
@@ -543,17 +554,33 @@ def _numeric_block(frame, columns: list[str], what: str, path: Path) -> np.ndarr
         bad = np.flatnonzero(values.isna().to_numpy() & frame[col].notna().to_numpy())
         if bad.size:
             raise InvalidParameterError(
-                f"{path}: {what} column {col!r} must be numeric; row {int(bad[0])} holds {frame[col].iloc[bad[0]]!r} ({bad.size} such row(s))."
+                f"{path}: {what} column {col!r} must be numeric; {_row(frame, int(bad[0]), prompt_column)} holds "
+                f"{frame[col].iloc[bad[0]]!r} ({bad.size} such row(s))."
             )
         arr = values.to_numpy(dtype=float)
         missing = np.flatnonzero(~np.isfinite(arr))
         if missing.size:
             raise InvalidParameterError(
-                f"{path}: {what} column {col!r} has {missing.size} missing or infinite value(s) (first at row {int(missing[0])}); "
-                "drop those rows or fill them in."
+                f"{path}: {what} column {col!r} has {missing.size} missing or infinite value(s), the first {float(arr[missing[0]])!r} at "
+                f"{_row(frame, int(missing[0]), prompt_column)}. Every model needs a finite {what} on every row (a replay cannot "
+                "show a model's outcome that was never recorded): drop those rows for every model, or fill them in (a failed "
+                "call scores 0)."
+            )
+        outside = np.flatnonzero((arr < low) | (arr > high))
+        if outside.size:
+            raise InvalidParameterError(
+                f"{path}: {what} column {col!r} has {outside.size} value(s) {'below 0' if high == np.inf else f'outside [{low:g}, {high:g}]'}, "
+                f"the first {float(arr[outside[0]])!r} "
+                f"at {_row(frame, int(outside[0]), prompt_column)}. {fix}"
             )
         out[:, j] = arr
     return out
+
+
+_SCORE_FIX = ("Scores must lie in [0, 1] (a pass rate, a judge's grade scaled to [0, 1]): the policies' exploration and the "
+              "Bernoulli-based rules assume it, and several clip rewards to [0, 1]. Rescale the column first, e.g. a 0-10 rating "
+              "divided by 10, or (x - min) / (max - min) with the scale's bounds.")
+_COST_FIX = "Costs are what a call costs (dollars per request, say): zero or positive."
 
 
 def _infer_score_columns(frame, exclude: set[str], path: Path) -> list[str]:
@@ -565,6 +592,13 @@ def _infer_score_columns(frame, exclude: set[str], path: Path) -> list[str]:
     import pandas as pd
 
     numeric = [c for c in frame.columns if c not in exclude and pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
+    costs = [c for c in numeric if "cost" in str(c).lower()]
+    if costs:
+        raise InvalidParameterError(
+            f"{path}: the column(s) {costs} look like costs, so the score columns cannot be inferred (a cost column would "
+            f"become a model). Name them: score_columns = {[c for c in numeric if c not in costs]}, and cost_columns = {costs} "
+            "if they are the models' costs, in the same order."
+        )
     index_like = []
     for c in numeric:
         values = frame[c].dropna().to_numpy(dtype=float)
@@ -587,7 +621,13 @@ class PromptTable(_LoggedTable):
     one cost column per model, in the same order, and a category column). A prompt that appears on
     several rows has several stored outcomes per model (for example ten sampled answers, each
     passed or failed): a round on that prompt draws one of its rows, and the per-prompt oracle,
-    ``opr`` and the regret use the prompt's mean score. Every model needs a value on every row.
+    ``opr`` and the regret use the prompt's mean score. Prompts are compared after stripping
+    surrounding whitespace (``"Hi "`` and ``"Hi"`` are one prompt; ``"hi"`` is another).
+
+    Refused, with the column, the row and what to do: a missing, non-numeric or infinite score or
+    cost (every model needs a value on every row), a score outside [0, 1] (rescale it), a negative
+    cost, a blank prompt, and a prompt whose rows carry different categories. An empty category
+    cell becomes the category ``"(no category)"``.
 
     ``score_columns=None`` takes every numeric column that is not the cost or category column,
     and refuses (asking for ``score_columns``) when one of them holds integers other than 0/1, such
@@ -641,7 +681,21 @@ class PromptTable(_LoggedTable):
         if len(frame) == 0:
             raise InvalidParameterError(f"{path} has no rows.")
         frame = frame.reset_index(drop=True)
-        frame[self.prompt_column] = frame[self.prompt_column].astype(str)
+        frame[self.prompt_column] = frame[self.prompt_column].astype(str).str.strip()
+        empty = np.flatnonzero(frame[self.prompt_column].to_numpy() == "")
+        if empty.size:
+            raise InvalidParameterError(f"{path}: the prompt column {self.prompt_column!r} is blank at row {int(empty[0])} (0-based, header not counted).")
+        if self.category_column:
+            cats = frame[self.category_column]
+            frame[self.category_column] = cats.astype(str).where(cats.notna(), _MISSING_CATEGORY)
+            per_prompt = frame.groupby(self.prompt_column, sort=False)[self.category_column].nunique()
+            if (per_prompt > 1).any():
+                prompt = str(per_prompt.index[int(np.argmax(per_prompt.to_numpy() > 1))])
+                found = sorted(frame.loc[frame[self.prompt_column] == prompt, self.category_column].unique())
+                raise InvalidParameterError(
+                    f"{path}: the prompt {prompt[:60]!r} has several categories in {self.category_column!r} ({found}) over its rows; "
+                    "a prompt's rows are its trials and must share one category."
+                )
         return frame
 
     def _load(self):
@@ -653,7 +707,8 @@ class PromptTable(_LoggedTable):
         scores_cols = list(self.score_columns) if self.score_columns else _infer_score_columns(frame, exclude, path)
         if len(scores_cols) < 2 or (costs_cols and len(costs_cols) != len(scores_cols)):
             raise InvalidParameterError(
-                f"PromptTable needs at least two score columns in {path} and, if given, one cost column per score column. "
+                f"PromptTable needs at least two score columns in {path} (a router chooses between models: with one there is "
+                f"nothing to choose) and, if given, one cost column per score column. "
                 f"Got scores {scores_cols}, costs {costs_cols} instead."
             )
         codes, texts = pd.factorize(frame[self.prompt_column], sort=False)
@@ -665,21 +720,21 @@ class PromptTable(_LoggedTable):
             out[codes, :, trial] = block
             return out
 
-        rewards = stack(_numeric_block(frame, scores_cols, "score", path))
-        costs = stack(_numeric_block(frame, costs_cols, "cost", path)) if costs_cols else None
+        rewards = stack(_numeric_block(frame, scores_cols, "score", path, self.prompt_column, 0.0, 1.0, _SCORE_FIX))
+        costs = stack(_numeric_block(frame, costs_cols, "cost", path, self.prompt_column, 0.0, np.inf, _COST_FIX)) if costs_cols else None
         return [str(t) for t in texts], rewards, costs, scores_cols
 
     def categories(self) -> tuple[np.ndarray, list[str]] | None:
         """(category index per prompt ``(N,)``, category names), or ``None`` without a ``category_column``.
 
-        A prompt's category is the one on its first row.
+        Every row of a prompt carries the same category (the table is refused otherwise).
         """
         if self.category_column is None:
             return None
         import pandas as pd
 
         frame = self._frame
-        first = frame.drop_duplicates(self.prompt_column)[self.category_column].astype(str)
+        first = frame.drop_duplicates(self.prompt_column)[self.category_column]
         labels, names = pd.factorize(first, sort=True)
         N = len(self._data[0])
         return labels[:N].astype(np.int64), [str(n) for n in names]
