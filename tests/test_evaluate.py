@@ -106,7 +106,7 @@ def test_best_single_knows_the_best_arm_of_any_environment_with_means():
 
 
 def test_an_index_column_is_not_taken_for_a_model(humaneval, cache, tmp_path):
-    with pytest.raises(InvalidParameterError, match=r"\['trial'\].*score_columns"):
+    with pytest.raises(InvalidParameterError, match=r"'trial' holds integers other than 0/1.*score_columns = \['weak', 'strong'\]"):
         PromptTable(path=str(humaneval), cache_dir=cache).n_arms
     pd.read_csv(humaneval).drop(columns="trial").to_csv(tmp_path / "no_index.csv", index=False)
     env = PromptTable(path=str(tmp_path / "no_index.csv"), cost_columns=["weak_cost", "strong_cost"], category_column="kind", cache_dir=cache)
@@ -364,10 +364,16 @@ def _evaluate(path, tmp_path, *extra):
 
 def test_cost_columns_are_not_taken_for_models(small, cache, tmp_path):
     small.drop(columns="kind").to_csv(tmp_path / "t.csv", index=False)
-    with pytest.raises(InvalidParameterError, match=r"\['weak_cost', 'strong_cost'\] look like costs.*score_columns = \['weak', 'strong'\]"):
+    with pytest.raises(InvalidParameterError, match=r"'weak_cost' looks like a cost .*'strong_cost' looks like a cost .*score_columns = \['weak', 'strong'\]"):
         PromptTable(path=str(tmp_path / "t.csv"), cache_dir=cache).n_arms
     env = PromptTable(path=str(tmp_path / "t.csv"), cost_columns=["weak_cost", "strong_cost"], cache_dir=cache)
     assert env.models == ["weak", "strong"]
+
+
+def test_pass_fail_columns_stored_as_booleans_are_models(small, cache, tmp_path):
+    small[["prompt", "weak", "strong"]].astype({"weak": bool, "strong": bool}).to_parquet(tmp_path / "t.parquet", index=False)
+    env = PromptTable(path=str(tmp_path / "t.parquet"), cache_dir=cache)
+    assert env.models == ["weak", "strong"] and np.array_equal(env.utilities(), small[["weak", "strong"]].to_numpy(dtype=float))
 
 
 @pytest.mark.parametrize("column, value, message", [

@@ -584,30 +584,26 @@ _COST_FIX = "Costs are what a call costs (dollars per request, say): zero or pos
 
 
 def _infer_score_columns(frame, exclude: set[str], path: Path) -> list[str]:
-    """The rule when ``score_columns`` is omitted: every numeric column not named elsewhere, refusing index-like ones.
+    """The rule when ``score_columns`` is omitted: every numeric or boolean column not named elsewhere, refusing suspect ones.
 
-    A column of integers other than 0 and 1 (a trial index, a seed, an id) is not taken for a
-    model's scores: the table must then name its score columns.
+    A column of integers other than 0 and 1 (a trial index, a seed, an id) or whose name contains
+    "cost" is not taken for a model's scores: the table must then name its score columns.
     """
     import pandas as pd
 
-    numeric = [c for c in frame.columns if c not in exclude and pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
-    costs = [c for c in numeric if "cost" in str(c).lower()]
-    if costs:
-        raise InvalidParameterError(
-            f"{path}: the column(s) {costs} look like costs, so the score columns cannot be inferred (a cost column would "
-            f"become a model). Name them: score_columns = {[c for c in numeric if c not in costs]}, and cost_columns = {costs} "
-            "if they are the models' costs, in the same order."
-        )
-    index_like = []
+    numeric = [c for c in frame.columns if c not in exclude and pd.api.types.is_numeric_dtype(frame[c])]
+    reasons = {}
     for c in numeric:
         values = frame[c].dropna().to_numpy(dtype=float)
         if values.size and np.all(values == np.round(values)) and np.unique(values).size > 2:
-            index_like.append(c)
-    if index_like:
+            reasons[c] = "holds integers other than 0/1 (a trial index, an id?)"
+        elif "cost" in str(c).lower():
+            reasons[c] = "looks like a cost (name it in cost_columns)"
+    if reasons:
+        why = "; ".join(f"{c!r} {r}" for c, r in reasons.items())
         raise InvalidParameterError(
-            f"{path}: the column(s) {index_like} hold integers other than 0/1 (a trial index, an id?), so the score columns "
-            f"cannot be inferred. Name them: score_columns = {[c for c in numeric if c not in index_like] or ['model_a', 'model_b']}."
+            f"{path}: the score columns cannot be inferred (each numeric column would become a model): {why}. Name them: "
+            f"score_columns = {[c for c in numeric if c not in reasons] or ['model_a', 'model_b']}."
         )
     log.info("PromptTable %s: scores from the numeric columns %s (set score_columns to choose).", path, numeric)
     return numeric
@@ -681,26 +677,33 @@ class PromptTable(_LoggedTable):
         if len(frame) == 0:
             raise InvalidParameterError(f"{path} has no rows.")
         frame = frame.reset_index(drop=True)
-        frame[self.prompt_column] = frame[self.prompt_column].astype(str).str.strip()
-        empty = np.flatnonzero(frame[self.prompt_column].to_numpy() == "")
+        frame[self.prompt_column] = frame[self.prompt_column].astype(str)
+        key = frame[self.prompt_column].str.strip()
+        empty = np.flatnonzero(key.to_numpy() == "")
         if empty.size:
             raise InvalidParameterError(f"{path}: the prompt column {self.prompt_column!r} is blank at row {int(empty[0])} (0-based, header not counted).")
         if self.category_column:
             cats = frame[self.category_column]
             frame[self.category_column] = cats.astype(str).where(cats.notna(), _MISSING_CATEGORY)
-            per_prompt = frame.groupby(self.prompt_column, sort=False)[self.category_column].nunique()
+            per_prompt = frame.groupby(key, sort=False)[self.category_column].nunique()
             if (per_prompt > 1).any():
                 prompt = str(per_prompt.index[int(np.argmax(per_prompt.to_numpy() > 1))])
-                found = sorted(frame.loc[frame[self.prompt_column] == prompt, self.category_column].unique())
+                found = sorted(frame.loc[key == prompt, self.category_column].unique())
                 raise InvalidParameterError(
                     f"{path}: the prompt {prompt[:60]!r} has several categories in {self.category_column!r} ({found}) over its rows; "
                     "a prompt's rows are its trials and must share one category."
                 )
         return frame
 
-    def _load(self):
+    @functools.cached_property
+    def _prompt_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt index of every row, first row of every prompt): rows whose texts agree up to surrounding whitespace are one prompt."""
         import pandas as pd
 
+        codes, _ = pd.factorize(self._frame[self.prompt_column].str.strip(), sort=False)
+        return codes, np.unique(codes, return_index=True)[1]
+
+    def _load(self):
         path, frame = Path(self.path), self._frame
         costs_cols = list(self.cost_columns or [])
         exclude = {self.prompt_column, *costs_cols, *([self.category_column] if self.category_column else [])}
@@ -711,7 +714,8 @@ class PromptTable(_LoggedTable):
                 f"nothing to choose) and, if given, one cost column per score column. "
                 f"Got scores {scores_cols}, costs {costs_cols} instead."
             )
-        codes, texts = pd.factorize(frame[self.prompt_column], sort=False)
+        codes, first = self._prompt_rows
+        texts = frame[self.prompt_column].to_numpy()[first]
         trial = frame.groupby(codes).cumcount().to_numpy()
         shape = (len(texts), len(scores_cols), int(trial.max()) + 1)
 
@@ -734,7 +738,7 @@ class PromptTable(_LoggedTable):
         import pandas as pd
 
         frame = self._frame
-        first = frame.drop_duplicates(self.prompt_column)[self.category_column]
+        first = frame[self.category_column].iloc[self._prompt_rows[1]]
         labels, names = pd.factorize(first, sort=True)
         N = len(self._data[0])
         return labels[:N].astype(np.int64), [str(n) for n in names]

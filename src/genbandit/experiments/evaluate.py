@@ -596,16 +596,14 @@ def _log_section(ctx: ReportContext) -> None:
                      f"{r.extras['mean_weight']:.3f} ± {r.extras['mean_weight_stderr']:.3f} |")
     off = [r for r in done if r.policy.startswith("always:") and abs(r.extras["mean_weight"] - 1) > max(3 * r.extras["mean_weight_stderr"], 0.05)]
     if off:
-        lines = [
-            "> **Warning: these propensities do not behave like the probabilities of the logged choices.** With true propensities "
-            "the mean weight of always calling a model is 1 within its error (each model's weights average to 1 over the log); here "
-            + ", ".join(f"{r.policy} has {r.extras['mean_weight']:.3f} ± {r.extras['mean_weight_stderr']:.3f}" for r in off)
-            + ". Either the log's propensities are not the probabilities with which its models were chosen (a score, a rounded "
-            "value, a deterministic router's 1), or the logger never chose that model on part of the traffic. IPS, DR and DM "
-            "below are then biased, and SNIPS hides it by dividing by the mean weight: do not trust them for policies that call "
-            "those models.",
-            "",
-        ] + lines
+        found = ", ".join(f"{r.policy} has {r.extras['mean_weight']:.3f} ± {r.extras['mean_weight_stderr']:.3f}" for r in off)
+        warning = ("> **Warning: these propensities do not behave like the probabilities of the logged choices.** With true "
+                   "propensities the mean weight of always calling a model is 1 within its error (each model's weights average to 1 "
+                   f"over the log); here {found}. Either the log's propensities are not the probabilities with which its models were "
+                   "chosen (a score, a rounded value, a deterministic router's 1), or the logger never chose that model on part of the "
+                   "traffic. IPS, DR and DM below are then biased, and SNIPS hides it by dividing by the mean weight: do not trust "
+                   "them for policies that call those models.")
+        lines = [warning, "", *lines]
     lines += ["", "Each cell is an estimate of the mean utility the policy would have had on the logged requests ± its standard "
               "error. Trust IPS and DR when the effective sample size is a good share of the decisions and the largest weight is "
               "modest; when DM disagrees with DR by more than their errors, the reward model is off and DR (which corrects it) "
