@@ -467,3 +467,10 @@ def test_propensities_that_are_not_the_loggers_probabilities_are_flagged(small, 
     assert ("do not behave like the probabilities of the logged choices" in report) is warned
     records = {(r["policy"], r["metric"]): r for r in json.loads((tmp_path / "out" / "summary.json").read_text())}
     assert ("always:weak", "ips") in records
+
+
+@pytest.mark.parametrize("option, message", [(["--orders", "1"], "at least 2 orders"), (["--horizon", "0"], "--horizon must lie in 1..164")])
+def test_a_replay_without_a_standard_error_or_rounds_is_refused(small, tmp_path, capsys, option, message):
+    small.to_csv(tmp_path / "t.csv", index=False)
+    assert main(["evaluate", str(tmp_path / "t.csv"), "--score-columns", "weak", "strong", "--out", str(tmp_path / "o"), "--no-progress", *option]) == 2
+    assert message in capsys.readouterr().err

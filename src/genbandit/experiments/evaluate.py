@@ -382,8 +382,11 @@ def build_config(candidates: list[PolicySpec], *, table: str | None = None, log:
         params = {k: v for k, v in params.items() if v is not None}
         env = PromptTable(**params)
         n = env.max_horizon
-        if horizon is not None and horizon > n:
-            raise InvalidParameterError(f"--horizon {horizon} exceeds the table's {n} prompts (each order replays every prompt once).")
+        if horizon is not None and not 1 <= horizon <= n:
+            raise InvalidParameterError(f"--horizon must lie in 1..{n}, the table's prompts (each order replays every prompt once). Got {horizon} instead.")
+        if n_orders < 2:
+            raise InvalidParameterError(f"A replay needs at least 2 orders (--orders): with one, no standard error says whether a candidate's "
+                                        f"gain over the best single model is more than the luck of that order. Got {n_orders} instead.")
         scenarios.append({"name": _REPLAY, "environment": "prompt-table", "params": params, "horizon": horizon or n, "n_runs": n_orders,
                           "runner": "genbandit.experiments.evaluate:evaluate_unit",
                           "metrics": metrics + (["mean_cost"] if cost_columns else []),
