@@ -474,3 +474,13 @@ def test_a_replay_without_a_standard_error_or_rounds_is_refused(small, tmp_path,
     small.to_csv(tmp_path / "t.csv", index=False)
     assert main(["evaluate", str(tmp_path / "t.csv"), "--score-columns", "weak", "strong", "--out", str(tmp_path / "o"), "--no-progress", *option]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_column_named_twice_or_a_long_table_is_refused(small, cache, tmp_path):
+    small.to_csv(tmp_path / "t.csv", index=False)
+    for scores, costs in ((["strong", "strong"], None), (["weak", "strong"], ["weak", "strong_cost"])):
+        with pytest.raises(InvalidParameterError, match=r"column\(s\) \['(strong|weak)'\] are named twice"):
+            PromptTable(path=str(tmp_path / "t.csv"), score_columns=scores, cost_columns=costs, cache_dir=cache).n_arms
+    small.melt(id_vars="prompt", value_vars=["weak", "strong"], var_name="model", value_name="score").to_csv(tmp_path / "long.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"Got scores \['score'\].*A long table .* must be made wide first"):
+        PromptTable(path=str(tmp_path / "long.csv"), cache_dir=cache).n_arms

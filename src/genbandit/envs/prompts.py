@@ -672,6 +672,10 @@ class PromptTable(_LoggedTable):
         missing = [c for c in named if c not in frame]
         if missing:
             raise InvalidParameterError(f"{path} has no column(s) {missing}; its columns: {list(frame.columns)}.")
+        twice = sorted({c for c in named if named.count(c) > 1})
+        if twice:
+            raise InvalidParameterError(f"{path}: the column(s) {twice} are named twice among the prompt, score, cost and category "
+                                        "columns; each model needs its own score column (and cost column).")
         if frame[self.prompt_column].isna().any():
             raise InvalidParameterError(f"{path}: the prompt column {self.prompt_column!r} has empty rows (first at row {int(np.flatnonzero(frame[self.prompt_column].isna())[0])}).")
         if len(frame) == 0:
@@ -712,7 +716,9 @@ class PromptTable(_LoggedTable):
             raise InvalidParameterError(
                 f"PromptTable needs at least two score columns in {path} (a router chooses between models: with one there is "
                 f"nothing to choose) and, if given, one cost column per score column. "
-                f"Got scores {scores_cols}, costs {costs_cols} instead."
+                f"Got scores {scores_cols}, costs {costs_cols} instead. A long table (one row per prompt and model, with a model "
+                "column) must be made wide first, one score column per model: "
+                "frame.pivot(index=['prompt', 'trial'], columns='model', values='score').reset_index()."
             )
         codes, first = self._prompt_rows
         texts = frame[self.prompt_column].to_numpy()[first]
