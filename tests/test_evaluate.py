@@ -484,3 +484,11 @@ def test_a_column_named_twice_or_a_long_table_is_refused(small, cache, tmp_path)
     small.melt(id_vars="prompt", value_vars=["weak", "strong"], var_name="model", value_name="score").to_csv(tmp_path / "long.csv", index=False)
     with pytest.raises(InvalidParameterError, match=r"Got scores \['score'\].*A long table .* must be made wide first"):
         PromptTable(path=str(tmp_path / "long.csv"), cache_dir=cache).n_arms
+
+
+def test_headroom_fits_no_router_on_too_few_prompts():
+    rng = np.random.default_rng(0)
+    U = rng.uniform(size=(19, 3))
+    room = headroom(rng.standard_normal((19, 4)), U)
+    assert room["cv_ridge_routing"] is None and room["oracle"] == U.max(1).mean() and room["best_single_arm"] == int(U.mean(0).argmax())
+    assert headroom(rng.standard_normal((20, 4)), rng.uniform(size=(20, 3)))["cv_ridge_routing"] is not None

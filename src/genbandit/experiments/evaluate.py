@@ -63,7 +63,6 @@ __all__ = ["DecisionLog", "read_decision_log", "offpolicy_targets", "offpolicy_u
 DEFAULT_CANDIDATES = ("best-single", "RFF-UCB", "LinUCB", "greedy", "random")
 
 _REPLAY = "replay"
-_MIN_PROMPTS_CV = 20  # the offline router's 5 folds, each fitted with 4 inner folds: fewer prompts leave folds empty
 _LOG = "logged"
 _SQLITE = {".db", ".sqlite", ".sqlite3"}
 
@@ -463,15 +462,13 @@ def _replay_section(ctx: ReportContext) -> None:
     env = build_environment(spec, spec.horizons[0])
     U = env.utilities()
     N = len(env.prompts)
-    if N >= _MIN_PROMPTS_CV:
-        room = headroom(env.embeddings(), U, groups=np.asarray(env.prompts))
+    room = headroom(env.embeddings(), U, groups=np.asarray(env.prompts))
+    if room["cv_ridge_routing"] is not None:
         ridge = (f"A full-information router trained offline (5-fold cross-validated ridge on the same embeddings, folds grouped by "
                  f"prompt): {room['cv_ridge_routing']:.4f}: what prompt-aware routing can reach here with plenty of data.")
-    else:  # too few prompts for five folds with four inner folds each: no cross-validated router, and the report says so
-        best_arm = int(U.mean(0).argmax())
-        room = {"best_single_arm": best_arm, "best_single": float(U[:, best_arm].mean()), "cv_ridge_routing": None, "oracle": float(U.max(1).mean())}
-        ridge = (f"No offline router is fitted: {N} prompts are too few to cross-validate one (it takes {_MIN_PROMPTS_CV}), and too "
-                 "few for any number here to say much about new traffic.")
+    else:
+        ridge = (f"No offline router is fitted: {N} prompts are too few to cross-validate one (five folds of prompts, each fitted "
+                 "on four inner folds, take 20), and too few for any number here to say much about new traffic.")
     room["n_prompts"] = N
     best = room["best_single_arm"]
     labels = [p.label for p in spec.policies if _rec(ctx, _REPLAY, p.label, "mean_reward")]
@@ -549,10 +546,10 @@ def _recommend(ctx: ReportContext, labels: list[str], best_model: str, room: dic
     gain, se = otb["mean"], otb["stderr"] or 0.0
     base = room["best_single"]
     pct = 100 * gain / abs(base) if base else float("nan")
-    if room["n_prompts"] < _MIN_PROMPTS_CV:
-        text = (f"**Keep calling {best_model}.** {room['n_prompts']} prompts are too few to judge a router on (it takes "
-                f"{_MIN_PROMPTS_CV} at least; the best candidate, {winner}, is {gain:+.4f} utility per request from it): a router "
-                "that gains on a handful of prompts may lose on the next ones.")
+    if room["cv_ridge_routing"] is None:  # too few prompts to cross-validate a router: too few to judge one
+        text = (f"**Keep calling {best_model}.** {room['n_prompts']} prompts are too few to judge a router on (the best "
+                f"candidate, {winner}, is {gain:+.4f} utility per request from it): a router that gains on a handful of prompts "
+                "may lose on the next ones.")
         verdict = "best-single" if "best-single" in labels else winner
     elif gain - 2 * se > 0:
         text = (f"**Deploy {winner}.** Over the table it beats always calling {best_model} by {gain:+.4f} utility per request "
