@@ -492,3 +492,9 @@ def test_headroom_fits_no_router_on_too_few_prompts():
     room = headroom(rng.standard_normal((19, 4)), U)
     assert room["cv_ridge_routing"] is None and room["oracle"] == U.max(1).mean() and room["best_single_arm"] == int(U.mean(0).argmax())
     assert headroom(rng.standard_normal((20, 4)), rng.uniform(size=(20, 3)))["cv_ridge_routing"] is not None
+
+
+def test_a_price_without_costs_is_refused(small, tmp_path, capsys):
+    small.to_csv(tmp_path / "t.csv", index=False)
+    assert main(["evaluate", str(tmp_path / "t.csv"), "--score-columns", "weak", "strong", "--price", "5", "--out", str(tmp_path / "o")]) == 2
+    assert "price = 5 weighs the models' costs, but no cost_columns are named" in capsys.readouterr().err

@@ -720,6 +720,9 @@ class PromptTable(_LoggedTable):
                 "column) must be made wide first, one score column per model: "
                 "frame.pivot(index=['prompt', 'trial'], columns='model', values='score').reset_index()."
             )
+        if self.price and not costs_cols:
+            raise InvalidParameterError(f"{path}: price = {self.price:g} weighs the models' costs, but no cost_columns are named: name "
+                                        "one cost column per model (in the order of the score columns), or leave the price at 0.")
         codes, first = self._prompt_rows
         texts = frame[self.prompt_column].to_numpy()[first]
         trial = frame.groupby(codes).cumcount().to_numpy()
