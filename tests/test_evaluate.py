@@ -454,7 +454,17 @@ def test_a_log_beside_a_table_must_name_the_tables_models(small, tmp_path, capsy
     small.to_csv(tmp_path / "t.csv", index=False)
     _log(tmp_path / "log.jsonl", small, lambda i: 0.5, models=("weak", "gpt-x"))
     assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong", "--log", str(tmp_path / "log.jsonl")) == 2
-    assert "unknown model 'gpt-x'; models: ['weak', 'strong']" in capsys.readouterr().err
+    assert "names model(s) ['gpt-x'] that the table does not have (its models: ['weak', 'strong'])" in capsys.readouterr().err
+
+
+def test_a_model_the_log_never_chose_gets_no_estimate(small, tmp_path):
+    small.to_csv(tmp_path / "t.csv", index=False)
+    _log(tmp_path / "log.jsonl", small, lambda i: 0.5, models=("strong", "strong"))
+    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong", "--log", str(tmp_path / "log.jsonl"),
+                     "--models", "weak", "strong", "--draws", "16") == 0
+    records = {(r["scenario"], r["policy"]) for r in json.loads((tmp_path / "out" / "summary.json").read_text())}
+    assert ("logged", "always:strong") in records and ("logged", "always:weak") not in records
+    assert "The log never chose weak" in (tmp_path / "out" / "report.md").read_text()
 
 
 @pytest.mark.parametrize("propensity, warned", [(0.5, False), (1.0, True), (0.9, True)])

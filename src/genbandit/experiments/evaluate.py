@@ -392,20 +392,29 @@ def build_config(candidates: list[PolicySpec], *, table: str | None = None, log:
                           "description": f"Full-information replay of `{table}`: {n} prompts, {env.n_arms} models ({', '.join(env.models)}), "
                                          f"{n_orders} random orders, utility = score - {price:g} x cost."})
     if log is not None:
-        if models is None and table is not None:
-            models = env.models  # the log's models are the table's, in its order; a model the table lacks is refused
+        if models is None and table is not None:  # the log's models are the table's (in its order) that the log chose
+            found = read_decision_log(log, None, embedding_model, cache_dir).models
+            unknown = [m for m in found if m not in env.models]
+            if unknown:
+                raise InvalidParameterError(f"{log} names model(s) {unknown} that the table does not have (its models: {env.models}). "
+                                            "Fix the names, or give the log's models with --models to read it on its own terms.")
+            models = [m for m in env.models if m in found]
         params = {"log": str(log), "price": price, "embedding_model": embedding_model, "cache_dir": cache_dir, "models": models,
                   "n_draws": n_draws, "seed": seed}
         params = {k: v for k, v in params.items() if v is not None}
         logged = read_decision_log(log, models, embedding_model, cache_dir)
         _with_propensity(logged, str(log))
-        fixed = [{"label": f"always:{m}", "policy": "fixed", "params": {"arm": k}} for k, m in enumerate(logged.models)]
+        chosen = np.bincount(logged.actions, minlength=logged.n_arms) > 0
+        fixed = [{"label": f"always:{m}", "policy": "fixed", "params": {"arm": k}} for k, m in enumerate(logged.models) if chosen[k]]
+        never = [m for k, m in enumerate(logged.models) if not chosen[k]]
         policies += fixed
         learned = [c.label for c in candidates if not issubclass(_policy_class(c.policy), BestSingle)]
         scenarios.append({"name": _LOG, "runner": "genbandit.experiments.evaluate:offpolicy_unit", "params": params, "horizon": 1, "n_runs": 1,
                           "policies": [f["label"] for f in fixed] + learned,
                           "description": f"Off-policy estimates from `{log}`: {logged.actions.size} decisions with feedback over "
-                                         f"{logged.n_arms} models ({', '.join(logged.models)})."})
+                                         f"{logged.n_arms} models ({', '.join(logged.models)})."
+                                         + (f" The log never chose {', '.join(never)}: it cannot say what always calling "
+                                            f"{'it' if len(never) == 1 else 'them'} would score, nor judge a policy that does." if never else "")})
     if table is not None and log is not None:
         scenarios[0]["policies"] = [c.label for c in candidates]
     raw = {
