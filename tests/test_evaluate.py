@@ -14,6 +14,7 @@ from genbandit import InvalidParameterError, simulate
 from genbandit.cli import main
 from genbandit.envs.prompts import PromptTable
 from genbandit.experiments.config import PolicySpec, load_config
+from genbandit.experiments.evaluate import read_decision_log
 from genbandit.experiments.kernel import headroom
 from genbandit.experiments.metrics import compute_metric
 from genbandit.experiments.runner import run_experiment
@@ -508,3 +509,13 @@ def test_a_price_without_costs_is_refused(small, tmp_path, capsys):
     small.to_csv(tmp_path / "t.csv", index=False)
     assert main(["evaluate", str(tmp_path / "t.csv"), "--score-columns", "weak", "strong", "--price", "5", "--out", str(tmp_path / "o")]) == 2
     assert "price = 5 weighs the models' costs, but no cost_columns are named" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field, value, message", [("reward", 4.0, r"line 3: 'reward' must lie in \[0, 1\].*Got 4.0"),
+                                                   ("cost", -0.01, r"line 3: 'cost' must be zero or more. Got -0.01")])
+def test_a_log_with_rewards_outside_the_unit_interval_or_negative_costs_is_refused(tmp_path, field, value, message):
+    rows = [{"decision_id": str(i), "context": [1.0, float(i)], "model": "a", "propensity": 0.5, "reward": 1.0, "cost": 0.001} for i in range(4)]
+    rows[2][field] = value
+    (tmp_path / "log.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    with pytest.raises(InvalidParameterError, match=message):
+        read_decision_log(tmp_path / "log.jsonl")

@@ -208,15 +208,21 @@ def read_decision_log(path: str | Path, models: list[str] | None = None, embeddi
     if bad.size:
         raise InvalidParameterError(f"{with_reward[bad[0]]['_where']}: 'propensity' must lie in (0, 1]. Got {p[bad[0]]!r} instead.")
     rewards = np.array([_float_or_nan(r["reward"], "reward", r["_where"]) for r in with_reward])
-    if not np.all(np.isfinite(rewards)):
-        raise InvalidParameterError(f"{path}: rewards must be finite numbers.")
+    bad = np.flatnonzero(~np.isfinite(rewards) | (rewards < 0) | (rewards > 1))
+    if bad.size:
+        raise InvalidParameterError(f"{with_reward[bad[0]]['_where']}: 'reward' must lie in [0, 1] (rescale it, as a table's scores). "
+                                    f"Got {float(rewards[bad[0]])!r} instead ({bad.size} such row(s)).")
+    costs = np.array([_float_or_nan(r.get("cost"), "cost", r["_where"]) for r in with_reward])
+    bad = np.flatnonzero(costs < 0)
+    if bad.size:
+        raise InvalidParameterError(f"{with_reward[bad[0]]['_where']}: 'cost' must be zero or more. Got {float(costs[bad[0]])!r} instead.")
     return DecisionLog(
         ids=[str(r.get("decision_id", k)) for k, r in enumerate(with_reward)],
         contexts=X,
         actions=np.asarray(actions, dtype=np.int64),
         propensities=p,
         rewards=rewards,
-        costs=np.array([_float_or_nan(r.get("cost"), "cost", r["_where"]) for r in with_reward]),
+        costs=costs,
         times=np.array([_float_or_nan(r.get("time"), "time", r["_where"]) for r in with_reward]),
         models=names,
         skipped_no_reward=len(rows) - len(with_reward),
