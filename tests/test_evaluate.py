@@ -461,11 +461,13 @@ def test_a_log_beside_a_table_must_name_the_tables_models(small, tmp_path, capsy
 def test_a_model_the_log_never_chose_gets_no_estimate(small, tmp_path):
     small.to_csv(tmp_path / "t.csv", index=False)
     _log(tmp_path / "log.jsonl", small, lambda i: 0.5, models=("strong", "strong"))
-    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong", "--log", str(tmp_path / "log.jsonl"),
-                     "--models", "weak", "strong", "--draws", "16") == 0
+    assert main(["evaluate", str(tmp_path / "t.csv"), "--score-columns", "weak", "strong", "--log", str(tmp_path / "log.jsonl"),
+                 "--models", "weak", "strong", "--policies", "best-single", "fixed", "--orders", "2",
+                 "--out", str(tmp_path / "out"), "--no-progress"]) == 1  # fixed: arm 0 (weak) on the log, which cannot judge it
     records = {(r["scenario"], r["policy"]) for r in json.loads((tmp_path / "out" / "summary.json").read_text())}
     assert ("logged", "always:strong") in records and ("logged", "always:weak") not in records
-    assert "The log never chose weak" in (tmp_path / "out" / "report.md").read_text()
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "The log never chose weak" in report and "fixed never calls a model the log chose" in report
 
 
 @pytest.mark.parametrize("propensity, warned", [(0.5, False), (1.0, True), (0.9, True)])

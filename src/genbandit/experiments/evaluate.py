@@ -279,6 +279,9 @@ def offpolicy_unit(unit: Unit, progress: bool = False) -> UnitResult:
     policy = build_policy(unit.policy, log, log.actions.size)
     target = offpolicy_targets(policy, log, utilities, params.get("n_draws", 256), progress, f"{unit.scenario_name} / {unit.policy.label}")[usable]
     a, p, r = log.actions[usable], log.propensities[usable], utilities[usable]
+    if not np.any(target[np.arange(a.size), a] > 0):
+        raise InvalidParameterError(f"{unit.policy.label} never calls a model the log chose on the logged requests, so the log cannot "
+                                    "judge it: evaluate it on a full-information table, or on a log of a router that explored.")
     metrics = {}
     for name, (estimator, needs_model) in ESTIMATORS.items():
         est = estimator(r, a, p, target, q) if needs_model else estimator(r, a, p, target)
