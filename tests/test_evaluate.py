@@ -514,7 +514,8 @@ def test_a_price_without_costs_is_refused(small, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("field, value, message", [("reward", 4.0, r"line 3: 'reward' must lie in \[0, 1\].*Got 4.0"),
-                                                   ("cost", -0.01, r"line 3: 'cost' must be zero or more. Got -0.01")])
+                                                   ("cost", -0.01, r"line 3: 'cost' must be zero or more. Got -0.01"),
+                                                   ("propensity", 0.0, r"line 3: 'propensity' must lie in \(0, 1\]. Got 0.0 instead")])
 def test_a_log_with_rewards_outside_the_unit_interval_or_negative_costs_is_refused(tmp_path, field, value, message):
     rows = [{"decision_id": str(i), "context": [1.0, float(i)], "model": "a", "propensity": 0.5, "reward": 1.0, "cost": 0.001} for i in range(4)]
     rows[2][field] = value

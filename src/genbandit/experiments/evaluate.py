@@ -206,7 +206,7 @@ def read_decision_log(path: str | Path, models: list[str] | None = None, embeddi
     p = np.array([_float_or_nan(r.get("propensity"), "propensity", r["_where"]) for r in with_reward])
     bad = np.flatnonzero(~np.isnan(p) & ((p <= 0) | (p > 1)))
     if bad.size:
-        raise InvalidParameterError(f"{with_reward[bad[0]]['_where']}: 'propensity' must lie in (0, 1]. Got {p[bad[0]]!r} instead.")
+        raise InvalidParameterError(f"{with_reward[bad[0]]['_where']}: 'propensity' must lie in (0, 1]. Got {float(p[bad[0]])!r} instead.")
     rewards = np.array([_float_or_nan(r["reward"], "reward", r["_where"]) for r in with_reward])
     bad = np.flatnonzero(~np.isfinite(rewards) | (rewards < 0) | (rewards > 1))
     if bad.size:
