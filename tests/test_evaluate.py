@@ -522,3 +522,9 @@ def test_a_log_with_rewards_outside_the_unit_interval_or_negative_costs_is_refus
     (tmp_path / "log.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     with pytest.raises(InvalidParameterError, match=message):
         read_decision_log(tmp_path / "log.jsonl")
+
+
+def test_tied_models_are_reported_as_tied(small, tmp_path):
+    small.assign(weak=0.5, strong=0.5).to_csv(tmp_path / "t.csv", index=False)
+    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong") == 0
+    assert "Best single model: **weak** (0.5000; tied with strong: it is first of them in the table, not better)" in (tmp_path / "out" / "report.md").read_text()

@@ -494,9 +494,11 @@ def _replay_section(ctx: ReportContext) -> None:
         if room[key] is not None:
             ctx.add_record(_REPLAY, f"table:{key}", "mean_reward", [room[key]])
     per_model = ", ".join(f"{m} {u:.4f}" for m, u in zip(env.models, U.mean(axis=0)))
+    ties = [m for g, m in enumerate(env.models) if g != best and np.isclose(U[:, g].mean(), room["best_single"], rtol=0, atol=1e-12)]
+    tied = f"; tied with {', '.join(ties)}: it is first of them in the table, not better" if ties else ""
     lines = [
         f"{N} prompts, {spec.n_runs} orders. Per model (mean utility over the table): {per_model}. "
-        f"Best single model: **{env.models[best]}** ({room['best_single']:.4f}). Per-prompt oracle (knows every outcome, unreachable): "
+        f"Best single model: **{env.models[best]}** ({room['best_single']:.4f}{tied}). Per-prompt oracle (knows every outcome, unreachable): "
         f"{room['oracle']:.4f}. " + ridge,
         "",
         "| policy | utility | quality | cost | regret per decision | vs best single (OtB) | headroom captured | on the prompt's best model |",
