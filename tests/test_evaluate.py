@@ -418,7 +418,7 @@ def test_empty_categories_are_reported_and_a_prompt_has_one_category(humaneval, 
 
 
 def test_a_category_of_one_prompt_is_shown_with_its_uncertainty(small, tmp_path):
-    small.assign(kind=np.where(small.index == 0, "rare", small["kind"])).to_csv(tmp_path / "t.csv", index=False)
+    small.head(12).assign(kind=np.where(small.index[:12] == 0, "rare", small["kind"][:12])).to_csv(tmp_path / "t.csv", index=False)
     assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong", "--category-column", "kind") == 0
     report = (tmp_path / "out" / "report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| rare |"))
@@ -459,7 +459,7 @@ def test_a_log_beside_a_table_must_name_the_tables_models(small, tmp_path, capsy
 
 
 def test_a_model_the_log_never_chose_gets_no_estimate(small, tmp_path):
-    small.to_csv(tmp_path / "t.csv", index=False)
+    small.head(12).to_csv(tmp_path / "t.csv", index=False)
     _log(tmp_path / "log.jsonl", small, lambda i: 0.5, models=("strong", "strong"))
     assert main(["evaluate", str(tmp_path / "t.csv"), "--score-columns", "weak", "strong", "--log", str(tmp_path / "log.jsonl"),
                  "--models", "weak", "strong", "--policies", "best-single", "fixed", "--orders", "2",
@@ -525,6 +525,6 @@ def test_a_log_with_rewards_outside_the_unit_interval_or_negative_costs_is_refus
 
 
 def test_tied_models_are_reported_as_tied(small, tmp_path):
-    small.assign(weak=0.5, strong=0.5).to_csv(tmp_path / "t.csv", index=False)
+    small.head(12).assign(weak=0.5, strong=0.5).to_csv(tmp_path / "t.csv", index=False)
     assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong") == 0
     assert "Best single model: **weak** (0.5000; tied with strong: it is first of them in the table, not better)" in (tmp_path / "out" / "report.md").read_text()
