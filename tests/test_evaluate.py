@@ -14,6 +14,7 @@ from genbandit import InvalidParameterError, simulate
 from genbandit.cli import main
 from genbandit.envs.prompts import PromptTable
 from genbandit.experiments.config import PolicySpec, load_config
+from genbandit.experiments.evaluate import read_decision_log
 from genbandit.experiments.kernel import headroom
 from genbandit.experiments.metrics import compute_metric
 from genbandit.experiments.runner import run_experiment
@@ -106,7 +107,7 @@ def test_best_single_knows_the_best_arm_of_any_environment_with_means():
 
 
 def test_an_index_column_is_not_taken_for_a_model(humaneval, cache, tmp_path):
-    with pytest.raises(InvalidParameterError, match=r"\['trial'\].*score_columns"):
+    with pytest.raises(InvalidParameterError, match=r"'trial' holds integers other than 0/1.*score_columns = \['weak', 'strong'\]"):
         PromptTable(path=str(humaneval), cache_dir=cache).n_arms
     pd.read_csv(humaneval).drop(columns="trial").to_csv(tmp_path / "no_index.csv", index=False)
     env = PromptTable(path=str(tmp_path / "no_index.csv"), cost_columns=["weak_cost", "strong_cost"], category_column="kind", cache_dir=cache)
@@ -117,12 +118,12 @@ def test_bad_tables_are_refused_with_clear_errors(humaneval, cache, tmp_path):
     frame = pd.read_csv(humaneval).astype({"weak": object, "strong": float})
     frame.loc[3, "weak"] = "timeout"
     frame.to_csv(tmp_path / "text.csv", index=False)
-    with pytest.raises(InvalidParameterError, match=r"'weak' must be numeric; row 3 holds 'timeout'"):
+    with pytest.raises(InvalidParameterError, match=r"'weak' must be numeric; row 3 \(0-based.*\) holds 'timeout'"):
         _table(tmp_path / "text.csv", cache).n_arms
     frame = pd.read_csv(humaneval).astype({"strong": float})
     frame.loc[5, "strong"] = np.nan
     frame.to_csv(tmp_path / "nan.csv", index=False)
-    with pytest.raises(InvalidParameterError, match=r"'strong' has 1 missing or infinite value\(s\) \(first at row 5\)"):
+    with pytest.raises(InvalidParameterError, match=r"'strong' has 1 missing or infinite value\(s\), the first nan at row 5 .*drop those rows"):
         _table(tmp_path / "nan.csv", cache).n_arms
     with pytest.raises(InvalidParameterError, match=r"no column\(s\) \['large'\]"):
         PromptTable(path=str(humaneval), score_columns=["weak", "large"], cache_dir=cache).n_arms
@@ -346,3 +347,184 @@ def test_the_router_estimates_the_propensity_of_a_policy_without_probabilities(t
     second = router.route(embedding=[1.0, 0.0])
     assert second.propensity == 1.0 and second.arm != first.arm  # the one unplayed model, deterministically
     router.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables and logs as users bring them: what is refused, and what the report must not hide
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small(humaneval):
+    """One trial per prompt of the HumanEval table, with its costs and categories: 164 prompts."""
+    return pd.read_csv(humaneval).query("trial == 0").drop(columns="trial").reset_index(drop=True)
+
+
+def _evaluate(path, tmp_path, *extra):
+    return main(["evaluate", str(path), "--policies", "best-single", "greedy", "--orders", "2", "--out", str(tmp_path / "out"),
+                 "--no-progress", *extra])
+
+
+def test_cost_columns_are_not_taken_for_models(small, cache, tmp_path):
+    small.drop(columns="kind").to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"'weak_cost' looks like a cost .*'strong_cost' looks like a cost .*score_columns = \['weak', 'strong'\]"):
+        PromptTable(path=str(tmp_path / "t.csv"), cache_dir=cache).n_arms
+    env = PromptTable(path=str(tmp_path / "t.csv"), cost_columns=["weak_cost", "strong_cost"], cache_dir=cache)
+    assert env.models == ["weak", "strong"]
+
+
+def test_pass_fail_columns_stored_as_booleans_are_models(small, cache, tmp_path):
+    small[["prompt", "weak", "strong"]].astype({"weak": bool, "strong": bool}).to_parquet(tmp_path / "t.parquet", index=False)
+    env = PromptTable(path=str(tmp_path / "t.parquet"), cache_dir=cache)
+    assert env.models == ["weak", "strong"] and np.array_equal(env.utilities(), small[["weak", "strong"]].to_numpy(dtype=float))
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("strong", 7.0, r"score column 'strong' has 1 value\(s\) outside \[0, 1\], the first 7.0 at row 2 .*Rescale"),
+    ("weak", -1.0, r"score column 'weak' has 1 value\(s\) outside \[0, 1\], the first -1.0 at row 2 "),
+    ("strong_cost", -0.002, r"cost column 'strong_cost' has 1 value\(s\) below 0, the first -0.002 at row 2 "),
+    ("weak", np.inf, r"score column 'weak' has 1 missing or infinite value\(s\), the first inf at row 2 "),
+])
+def test_scores_outside_the_unit_interval_and_negative_costs_are_refused(small, cache, tmp_path, column, value, message):
+    frame = small.astype({column: float})
+    frame.loc[2, column] = value
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    with pytest.raises(InvalidParameterError, match=message):
+        _table(tmp_path / "t.parquet", cache, cost_columns=["weak_cost", "strong_cost"]).n_arms
+    frame[["weak_cost", "strong_cost"]] = 0.0  # zero costs are fine
+    frame.loc[2, column] = 0.5
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    assert _table(tmp_path / "t.parquet", cache, cost_columns=["weak_cost", "strong_cost"]).utilities().shape == (164, 2)
+
+
+def test_surrounding_whitespace_does_not_make_a_new_prompt(small, cache, tmp_path):
+    frame = pd.concat([small.head(3), small.head(3).assign(prompt=lambda f: "  " + f["prompt"] + "\n")])
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    env = _table(tmp_path / "t.csv", cache)
+    assert len(env.prompts) == 3 and env.reset(n_runs=1)._scores.shape == (3, 2, 2)
+    frame.assign(prompt=lambda f: f["prompt"].where(f.index != 1, " ")).to_csv(tmp_path / "blank.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"'prompt' is blank at row 1"):
+        _table(tmp_path / "blank.csv", cache).n_arms
+
+
+def test_empty_categories_are_reported_and_a_prompt_has_one_category(humaneval, small, cache, tmp_path):
+    frame = small.assign(kind=small["kind"].where(small.index % 4 != 0))
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    labels, names = _table(tmp_path / "t.csv", cache, category_column="kind").categories()
+    assert names == ["(no category)", "lists", "other"] and np.bincount(labels).tolist()[0] == 41  # every prompt in one category
+    trials = pd.read_csv(humaneval)
+    trials.loc[1, "kind"] = "strings"  # the first prompt's second trial
+    trials.to_csv(tmp_path / "mixed.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"several categories in 'kind' \(\['lists', 'strings'\]\)"):
+        _table(tmp_path / "mixed.csv", cache, category_column="kind").categories()
+
+
+def test_a_category_of_one_prompt_is_shown_with_its_uncertainty(small, tmp_path):
+    small.head(12).assign(kind=np.where(small.index[:12] == 0, "rare", small["kind"][:12])).to_csv(tmp_path / "t.csv", index=False)
+    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong", "--category-column", "kind") == 0
+    report = (tmp_path / "out" / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| rare |"))
+    assert "± n/a (one prompt)" in row and "| 1 |" in row
+    lists = next(line for line in report.splitlines() if line.startswith("| lists |"))
+    assert "± n/a" not in lists.split("|")[4] and "±" in lists.split("|")[4]
+
+
+@pytest.mark.parametrize("n_prompts", [1, 3])
+def test_a_table_of_a_few_prompts_gets_a_report_without_a_router_or_a_deploy(small, tmp_path, capsys, n_prompts):
+    small.head(n_prompts).to_csv(tmp_path / "t.csv", index=False)
+    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong") == 0
+    assert "recommended policy: best-single" in capsys.readouterr().out
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert f"No offline router is fitted: {n_prompts} prompts are too few" in report and f"{n_prompts} prompts are too few to judge a router" in report
+
+
+def _log(path, small, propensity, models=("weak", "strong")):
+    with open(path, "w") as fh:
+        for i, row in small.head(60).iterrows():
+            model = models[i % 2]
+            fh.write(json.dumps({"decision_id": f"d{i}", "prompt": row["prompt"], "model": model, "propensity": propensity(i),
+                                 "reward": float(row[model] if model in row else row["weak"])}) + "\n")
+
+
+def test_a_log_without_propensities_is_refused_before_anything_runs(small, tmp_path, capsys):
+    _log(tmp_path / "log.jsonl", small, lambda i: None if i > 0 else 0.5)
+    assert main(["evaluate", "--log", str(tmp_path / "log.jsonl"), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "1 of 60 decisions with a reward record a propensity" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_log_beside_a_table_must_name_the_tables_models(small, tmp_path, capsys):
+    small.to_csv(tmp_path / "t.csv", index=False)
+    _log(tmp_path / "log.jsonl", small, lambda i: 0.5, models=("weak", "gpt-x"))
+    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong", "--log", str(tmp_path / "log.jsonl")) == 2
+    assert "names model(s) ['gpt-x'] that the table does not have (its models: ['weak', 'strong'])" in capsys.readouterr().err
+
+
+def test_a_model_the_log_never_chose_gets_no_estimate(small, tmp_path):
+    small.head(12).to_csv(tmp_path / "t.csv", index=False)
+    _log(tmp_path / "log.jsonl", small, lambda i: 0.5, models=("strong", "strong"))
+    assert main(["evaluate", str(tmp_path / "t.csv"), "--score-columns", "weak", "strong", "--log", str(tmp_path / "log.jsonl"),
+                 "--models", "weak", "strong", "--policies", "best-single", "fixed", "--orders", "2",
+                 "--out", str(tmp_path / "out"), "--no-progress"]) == 1  # fixed: arm 0 (weak) on the log, which cannot judge it
+    records = {(r["scenario"], r["policy"]) for r in json.loads((tmp_path / "out" / "summary.json").read_text())}
+    assert ("logged", "always:strong") in records and ("logged", "always:weak") not in records
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "The log never chose weak" in report and "fixed never calls a model the log chose" in report
+
+
+@pytest.mark.parametrize("propensity, warned", [(0.5, False), (1.0, True), (0.9, True)])
+def test_propensities_that_are_not_the_loggers_probabilities_are_flagged(small, tmp_path, propensity, warned):
+    # the two models alternate: a logger choosing each with probability 0.5; 1.0 (a deterministic router's) or 0.9 is not what happened
+    _log(tmp_path / "log.jsonl", small, lambda i: propensity)
+    assert main(["evaluate", "--log", str(tmp_path / "log.jsonl"), "--policies", "greedy", "--draws", "16", "--out", str(tmp_path / "out"),
+                 "--no-progress"]) == 0
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert ("do not behave like the probabilities of the logged choices" in report) is warned
+    records = {(r["policy"], r["metric"]): r for r in json.loads((tmp_path / "out" / "summary.json").read_text())}
+    assert ("always:weak", "ips") in records
+
+
+@pytest.mark.parametrize("option, message", [(["--orders", "1"], "at least 2 orders"), (["--horizon", "0"], "--horizon must lie in 1..164")])
+def test_a_replay_without_a_standard_error_or_rounds_is_refused(small, tmp_path, capsys, option, message):
+    small.to_csv(tmp_path / "t.csv", index=False)
+    assert main(["evaluate", str(tmp_path / "t.csv"), "--score-columns", "weak", "strong", "--out", str(tmp_path / "o"), "--no-progress", *option]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_column_named_twice_or_a_long_table_is_refused(small, cache, tmp_path):
+    small.to_csv(tmp_path / "t.csv", index=False)
+    for scores, costs in ((["strong", "strong"], None), (["weak", "strong"], ["weak", "strong_cost"])):
+        with pytest.raises(InvalidParameterError, match=r"column\(s\) \['(strong|weak)'\] are named twice"):
+            PromptTable(path=str(tmp_path / "t.csv"), score_columns=scores, cost_columns=costs, cache_dir=cache).n_arms
+    small.melt(id_vars="prompt", value_vars=["weak", "strong"], var_name="model", value_name="score").to_csv(tmp_path / "long.csv", index=False)
+    with pytest.raises(InvalidParameterError, match=r"Got scores \['score'\].*A long table .* must be made wide first"):
+        PromptTable(path=str(tmp_path / "long.csv"), cache_dir=cache).n_arms
+
+
+def test_headroom_fits_no_router_on_too_few_prompts():
+    rng = np.random.default_rng(0)
+    U = rng.uniform(size=(19, 3))
+    room = headroom(rng.standard_normal((19, 4)), U)
+    assert room["cv_ridge_routing"] is None and room["oracle"] == U.max(1).mean() and room["best_single_arm"] == int(U.mean(0).argmax())
+    assert headroom(rng.standard_normal((20, 4)), rng.uniform(size=(20, 3)))["cv_ridge_routing"] is not None
+
+
+def test_a_price_without_costs_is_refused(small, tmp_path, capsys):
+    small.to_csv(tmp_path / "t.csv", index=False)
+    assert main(["evaluate", str(tmp_path / "t.csv"), "--score-columns", "weak", "strong", "--price", "5", "--out", str(tmp_path / "o")]) == 2
+    assert "price = 5 weighs the models' costs, but no cost_columns are named" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field, value, message", [("reward", 4.0, r"line 3: 'reward' must lie in \[0, 1\].*Got 4.0"),
+                                                   ("cost", -0.01, r"line 3: 'cost' must be zero or more. Got -0.01"),
+                                                   ("propensity", 0.0, r"line 3: 'propensity' must lie in \(0, 1\]. Got 0.0 instead")])
+def test_a_log_with_rewards_outside_the_unit_interval_or_negative_costs_is_refused(tmp_path, field, value, message):
+    rows = [{"decision_id": str(i), "context": [1.0, float(i)], "model": "a", "propensity": 0.5, "reward": 1.0, "cost": 0.001} for i in range(4)]
+    rows[2][field] = value
+    (tmp_path / "log.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    with pytest.raises(InvalidParameterError, match=message):
+        read_decision_log(tmp_path / "log.jsonl")
+
+
+def test_tied_models_are_reported_as_tied(small, tmp_path):
+    small.head(12).assign(weak=0.5, strong=0.5).to_csv(tmp_path / "t.csv", index=False)
+    assert _evaluate(tmp_path / "t.csv", tmp_path, "--score-columns", "weak", "strong") == 0
+    assert "Best single model: **weak** (0.5000; tied with strong: it is first of them in the table, not better)" in (tmp_path / "out" / "report.md").read_text()

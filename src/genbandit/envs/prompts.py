@@ -515,6 +515,8 @@ class ParetoBanditReplay(_LoggedTable):
 # ---------------------------------------------------------------------------------------------
 # Bring your own table
 # ---------------------------------------------------------------------------------------------
+#: The category a :class:`PromptTable` gives the prompts whose category cell is empty.
+_MISSING_CATEGORY = "(no category)"
 _TABLE_READERS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
@@ -533,8 +535,17 @@ def read_table(path: str | Path):
     return pd.read_json(path, lines=True) if kind == "jsonl" else pd.read_csv(path)
 
 
-def _numeric_block(frame, columns: list[str], what: str, path: Path) -> np.ndarray:
-    """``frame[columns]`` as floats, or a clear error naming the first non-numeric or missing value."""
+def _row(frame, k: int, prompt_column: str) -> str:
+    """Where row ``k`` is, for an error message: its 0-based data row and the start of its prompt."""
+    text = str(frame[prompt_column].iloc[k])
+    return f"row {k} (0-based, header not counted; prompt {text[:60] + ('...' if len(text) > 60 else '')!r})"
+
+
+def _numeric_block(frame, columns: list[str], what: str, path: Path, prompt_column: str, low: float, high: float, fix: str) -> np.ndarray:
+    """``frame[columns]`` as floats, or a clear error naming the first non-numeric, missing, infinite or out-of-range value.
+
+    Every value must lie in ``[low, high]``; ``fix`` says what to do when one does not.
+    """
     import pandas as pd
 
     out = np.empty((len(frame), len(columns)))
@@ -543,37 +554,56 @@ def _numeric_block(frame, columns: list[str], what: str, path: Path) -> np.ndarr
         bad = np.flatnonzero(values.isna().to_numpy() & frame[col].notna().to_numpy())
         if bad.size:
             raise InvalidParameterError(
-                f"{path}: {what} column {col!r} must be numeric; row {int(bad[0])} holds {frame[col].iloc[bad[0]]!r} ({bad.size} such row(s))."
+                f"{path}: {what} column {col!r} must be numeric; {_row(frame, int(bad[0]), prompt_column)} holds "
+                f"{frame[col].iloc[bad[0]]!r} ({bad.size} such row(s))."
             )
         arr = values.to_numpy(dtype=float)
         missing = np.flatnonzero(~np.isfinite(arr))
         if missing.size:
             raise InvalidParameterError(
-                f"{path}: {what} column {col!r} has {missing.size} missing or infinite value(s) (first at row {int(missing[0])}); "
-                "drop those rows or fill them in."
+                f"{path}: {what} column {col!r} has {missing.size} missing or infinite value(s), the first {float(arr[missing[0]])!r} at "
+                f"{_row(frame, int(missing[0]), prompt_column)}. Every model needs a finite {what} on every row (a replay cannot "
+                "show a model's outcome that was never recorded): drop those rows for every model, or fill them in (a failed "
+                "call scores 0)."
+            )
+        outside = np.flatnonzero((arr < low) | (arr > high))
+        if outside.size:
+            raise InvalidParameterError(
+                f"{path}: {what} column {col!r} has {outside.size} value(s) {'below 0' if high == np.inf else f'outside [{low:g}, {high:g}]'}, "
+                f"the first {float(arr[outside[0]])!r} "
+                f"at {_row(frame, int(outside[0]), prompt_column)}. {fix}"
             )
         out[:, j] = arr
     return out
 
 
-def _infer_score_columns(frame, exclude: set[str], path: Path) -> list[str]:
-    """The rule when ``score_columns`` is omitted: every numeric column not named elsewhere, refusing index-like ones.
+_SCORE_FIX = ("Scores must lie in [0, 1] (a pass rate, a judge's grade scaled to [0, 1]): the policies' exploration and the "
+              "Bernoulli-based rules assume it, and several clip rewards to [0, 1]. Rescale the column first, e.g. a 0-10 rating "
+              "divided by 10, or (x - min) / (max - min) with the scale's bounds.")
+_COST_FIX = "Costs are what a call costs (dollars per request, say): zero or positive."
 
-    A column of integers other than 0 and 1 (a trial index, a seed, an id) is not taken for a
-    model's scores: the table must then name its score columns.
+
+def _infer_score_columns(frame, exclude: set[str], path: Path) -> list[str]:
+    """The rule when ``score_columns`` is omitted: every numeric or boolean column not named elsewhere, refusing suspect ones.
+
+    A column of integers other than 0 and 1 (a trial index, a seed, an id) or whose name contains
+    "cost" is not taken for a model's scores: the table must then name its score columns.
     """
     import pandas as pd
 
-    numeric = [c for c in frame.columns if c not in exclude and pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
-    index_like = []
+    numeric = [c for c in frame.columns if c not in exclude and pd.api.types.is_numeric_dtype(frame[c])]
+    reasons = {}
     for c in numeric:
         values = frame[c].dropna().to_numpy(dtype=float)
         if values.size and np.all(values == np.round(values)) and np.unique(values).size > 2:
-            index_like.append(c)
-    if index_like:
+            reasons[c] = "holds integers other than 0/1 (a trial index, an id?)"
+        elif "cost" in str(c).lower():
+            reasons[c] = "looks like a cost (name it in cost_columns)"
+    if reasons:
+        why = "; ".join(f"{c!r} {r}" for c, r in reasons.items())
         raise InvalidParameterError(
-            f"{path}: the column(s) {index_like} hold integers other than 0/1 (a trial index, an id?), so the score columns "
-            f"cannot be inferred. Name them: score_columns = {[c for c in numeric if c not in index_like] or ['model_a', 'model_b']}."
+            f"{path}: the score columns cannot be inferred (each numeric column would become a model): {why}. Name them: "
+            f"score_columns = {[c for c in numeric if c not in reasons] or ['model_a', 'model_b']}."
         )
     log.info("PromptTable %s: scores from the numeric columns %s (set score_columns to choose).", path, numeric)
     return numeric
@@ -587,7 +617,13 @@ class PromptTable(_LoggedTable):
     one cost column per model, in the same order, and a category column). A prompt that appears on
     several rows has several stored outcomes per model (for example ten sampled answers, each
     passed or failed): a round on that prompt draws one of its rows, and the per-prompt oracle,
-    ``opr`` and the regret use the prompt's mean score. Every model needs a value on every row.
+    ``opr`` and the regret use the prompt's mean score. Prompts are compared after stripping
+    surrounding whitespace (``"Hi "`` and ``"Hi"`` are one prompt; ``"hi"`` is another).
+
+    Refused, with the column, the row and what to do: a missing, non-numeric or infinite score or
+    cost (every model needs a value on every row), a score outside [0, 1] (rescale it), a negative
+    cost, a blank prompt, and a prompt whose rows carry different categories. An empty category
+    cell becomes the category ``"(no category)"``.
 
     ``score_columns=None`` takes every numeric column that is not the cost or category column,
     and refuses (asking for ``score_columns``) when one of them holds integers other than 0/1, such
@@ -636,27 +672,59 @@ class PromptTable(_LoggedTable):
         missing = [c for c in named if c not in frame]
         if missing:
             raise InvalidParameterError(f"{path} has no column(s) {missing}; its columns: {list(frame.columns)}.")
+        twice = sorted({c for c in named if named.count(c) > 1})
+        if twice:
+            raise InvalidParameterError(f"{path}: the column(s) {twice} are named twice among the prompt, score, cost and category "
+                                        "columns; each model needs its own score column (and cost column).")
         if frame[self.prompt_column].isna().any():
             raise InvalidParameterError(f"{path}: the prompt column {self.prompt_column!r} has empty rows (first at row {int(np.flatnonzero(frame[self.prompt_column].isna())[0])}).")
         if len(frame) == 0:
             raise InvalidParameterError(f"{path} has no rows.")
         frame = frame.reset_index(drop=True)
         frame[self.prompt_column] = frame[self.prompt_column].astype(str)
+        key = frame[self.prompt_column].str.strip()
+        empty = np.flatnonzero(key.to_numpy() == "")
+        if empty.size:
+            raise InvalidParameterError(f"{path}: the prompt column {self.prompt_column!r} is blank at row {int(empty[0])} (0-based, header not counted).")
+        if self.category_column:
+            cats = frame[self.category_column]
+            frame[self.category_column] = cats.astype(str).where(cats.notna(), _MISSING_CATEGORY)
+            per_prompt = frame.groupby(key, sort=False)[self.category_column].nunique()
+            if (per_prompt > 1).any():
+                prompt = str(per_prompt.index[int(np.argmax(per_prompt.to_numpy() > 1))])
+                found = sorted(frame.loc[key == prompt, self.category_column].unique())
+                raise InvalidParameterError(
+                    f"{path}: the prompt {prompt[:60]!r} has several categories in {self.category_column!r} ({found}) over its rows; "
+                    "a prompt's rows are its trials and must share one category."
+                )
         return frame
 
-    def _load(self):
+    @functools.cached_property
+    def _prompt_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt index of every row, first row of every prompt): rows whose texts agree up to surrounding whitespace are one prompt."""
         import pandas as pd
 
+        codes, _ = pd.factorize(self._frame[self.prompt_column].str.strip(), sort=False)
+        return codes, np.unique(codes, return_index=True)[1]
+
+    def _load(self):
         path, frame = Path(self.path), self._frame
         costs_cols = list(self.cost_columns or [])
         exclude = {self.prompt_column, *costs_cols, *([self.category_column] if self.category_column else [])}
         scores_cols = list(self.score_columns) if self.score_columns else _infer_score_columns(frame, exclude, path)
         if len(scores_cols) < 2 or (costs_cols and len(costs_cols) != len(scores_cols)):
             raise InvalidParameterError(
-                f"PromptTable needs at least two score columns in {path} and, if given, one cost column per score column. "
-                f"Got scores {scores_cols}, costs {costs_cols} instead."
+                f"PromptTable needs at least two score columns in {path} (a router chooses between models: with one there is "
+                f"nothing to choose) and, if given, one cost column per score column. "
+                f"Got scores {scores_cols}, costs {costs_cols} instead. A long table (one row per prompt and model, with a model "
+                "column) must be made wide first, one score column per model: "
+                "frame.pivot(index=['prompt', 'trial'], columns='model', values='score').reset_index()."
             )
-        codes, texts = pd.factorize(frame[self.prompt_column], sort=False)
+        if self.price and not costs_cols:
+            raise InvalidParameterError(f"{path}: price = {self.price:g} weighs the models' costs, but no cost_columns are named: name "
+                                        "one cost column per model (in the order of the score columns), or leave the price at 0.")
+        codes, first = self._prompt_rows
+        texts = frame[self.prompt_column].to_numpy()[first]
         trial = frame.groupby(codes).cumcount().to_numpy()
         shape = (len(texts), len(scores_cols), int(trial.max()) + 1)
 
@@ -665,21 +733,21 @@ class PromptTable(_LoggedTable):
             out[codes, :, trial] = block
             return out
 
-        rewards = stack(_numeric_block(frame, scores_cols, "score", path))
-        costs = stack(_numeric_block(frame, costs_cols, "cost", path)) if costs_cols else None
+        rewards = stack(_numeric_block(frame, scores_cols, "score", path, self.prompt_column, 0.0, 1.0, _SCORE_FIX))
+        costs = stack(_numeric_block(frame, costs_cols, "cost", path, self.prompt_column, 0.0, np.inf, _COST_FIX)) if costs_cols else None
         return [str(t) for t in texts], rewards, costs, scores_cols
 
     def categories(self) -> tuple[np.ndarray, list[str]] | None:
         """(category index per prompt ``(N,)``, category names), or ``None`` without a ``category_column``.
 
-        A prompt's category is the one on its first row.
+        Every row of a prompt carries the same category (the table is refused otherwise).
         """
         if self.category_column is None:
             return None
         import pandas as pd
 
         frame = self._frame
-        first = frame.drop_duplicates(self.prompt_column)[self.category_column].astype(str)
+        first = frame[self.category_column].iloc[self._prompt_rows[1]]
         labels, names = pd.factorize(first, sort=True)
         N = len(self._data[0])
         return labels[:N].astype(np.int64), [str(n) for n in names]

@@ -206,21 +206,39 @@ def read_decision_log(path: str | Path, models: list[str] | None = None, embeddi
     p = np.array([_float_or_nan(r.get("propensity"), "propensity", r["_where"]) for r in with_reward])
     bad = np.flatnonzero(~np.isnan(p) & ((p <= 0) | (p > 1)))
     if bad.size:
-        raise InvalidParameterError(f"{with_reward[bad[0]]['_where']}: 'propensity' must lie in (0, 1]. Got {p[bad[0]]!r} instead.")
+        raise InvalidParameterError(f"{with_reward[bad[0]]['_where']}: 'propensity' must lie in (0, 1]. Got {float(p[bad[0]])!r} instead.")
     rewards = np.array([_float_or_nan(r["reward"], "reward", r["_where"]) for r in with_reward])
-    if not np.all(np.isfinite(rewards)):
-        raise InvalidParameterError(f"{path}: rewards must be finite numbers.")
+    bad = np.flatnonzero(~np.isfinite(rewards) | (rewards < 0) | (rewards > 1))
+    if bad.size:
+        raise InvalidParameterError(f"{with_reward[bad[0]]['_where']}: 'reward' must lie in [0, 1] (rescale it, as a table's scores). "
+                                    f"Got {float(rewards[bad[0]])!r} instead ({bad.size} such row(s)).")
+    costs = np.array([_float_or_nan(r.get("cost"), "cost", r["_where"]) for r in with_reward])
+    bad = np.flatnonzero(costs < 0)
+    if bad.size:
+        raise InvalidParameterError(f"{with_reward[bad[0]]['_where']}: 'cost' must be zero or more. Got {float(costs[bad[0]])!r} instead.")
     return DecisionLog(
         ids=[str(r.get("decision_id", k)) for k, r in enumerate(with_reward)],
         contexts=X,
         actions=np.asarray(actions, dtype=np.int64),
         propensities=p,
         rewards=rewards,
-        costs=np.array([_float_or_nan(r.get("cost"), "cost", r["_where"]) for r in with_reward]),
+        costs=costs,
         times=np.array([_float_or_nan(r.get("time"), "time", r["_where"]) for r in with_reward]),
         models=names,
         skipped_no_reward=len(rows) - len(with_reward),
     )
+
+
+def _with_propensity(log: DecisionLog, path: str) -> np.ndarray:
+    """The decisions that record a propensity; at least two, or a clear error."""
+    usable = np.flatnonzero(~np.isnan(log.propensities))
+    if usable.size < 2:
+        raise InvalidParameterError(
+            f"{path}: {usable.size} of {log.actions.size} decisions with a reward record a propensity (the probability with which "
+            "the logger chose the logged model); off-policy estimates need at least two. Log them (the genbandit router records "
+            "them for randomised policies), or evaluate on a full-information table instead."
+        )
+    return usable
 
 
 @functools.lru_cache(maxsize=4)
@@ -229,9 +247,7 @@ def _logged(params_json: str) -> tuple[DecisionLog, np.ndarray, np.ndarray, np.n
     params = json.loads(params_json)
     log = read_decision_log(params["log"], params.get("models"), params.get("embedding_model", "all-MiniLM-L6-v2"), params.get("cache_dir"))
     utilities = log.utilities(params.get("price", 0.0))
-    usable = np.flatnonzero(~np.isnan(log.propensities))
-    if usable.size < 2:
-        raise InvalidParameterError(f"{params['log']}: fewer than two decisions record a propensity; off-policy estimates need them.")
+    usable = _with_propensity(log, params["log"])
     q = cross_fitted_reward_model(log.contexts[usable], log.actions[usable], utilities[usable], log.n_arms, seed=params.get("seed", 0))
     return log, utilities, usable, q
 
@@ -263,12 +279,17 @@ def offpolicy_unit(unit: Unit, progress: bool = False) -> UnitResult:
     policy = build_policy(unit.policy, log, log.actions.size)
     target = offpolicy_targets(policy, log, utilities, params.get("n_draws", 256), progress, f"{unit.scenario_name} / {unit.policy.label}")[usable]
     a, p, r = log.actions[usable], log.propensities[usable], utilities[usable]
+    if not np.any(target[np.arange(a.size), a] > 0):
+        raise InvalidParameterError(f"{unit.policy.label} never calls a model the log chose on the logged requests, so the log cannot "
+                                    "judge it: evaluate it on a full-information table, or on a log of a router that explored.")
     metrics = {}
     for name, (estimator, needs_model) in ESTIMATORS.items():
         est = estimator(r, a, p, target, q) if needs_model else estimator(r, a, p, target)
         metrics[name] = est.terms.tolist()
     w = target[np.arange(a.size), a] / p
     extras = {
+        "mean_weight": float(w.mean()),
+        "mean_weight_stderr": float(w.std(ddof=1) / math.sqrt(w.size)),
         "n_decisions": int(log.actions.size),
         "n_used": int(usable.size),
         "n_without_propensity": int(log.actions.size - usable.size),
@@ -369,25 +390,40 @@ def build_config(candidates: list[PolicySpec], *, table: str | None = None, log:
         params = {k: v for k, v in params.items() if v is not None}
         env = PromptTable(**params)
         n = env.max_horizon
-        if horizon is not None and horizon > n:
-            raise InvalidParameterError(f"--horizon {horizon} exceeds the table's {n} prompts (each order replays every prompt once).")
+        if horizon is not None and not 1 <= horizon <= n:
+            raise InvalidParameterError(f"--horizon must lie in 1..{n}, the table's prompts (each order replays every prompt once). Got {horizon} instead.")
+        if n_orders < 2:
+            raise InvalidParameterError(f"A replay needs at least 2 orders (--orders): with one, no standard error says whether a candidate's "
+                                        f"gain over the best single model is more than the luck of that order. Got {n_orders} instead.")
         scenarios.append({"name": _REPLAY, "environment": "prompt-table", "params": params, "horizon": horizon or n, "n_runs": n_orders,
                           "runner": "genbandit.experiments.evaluate:evaluate_unit",
                           "metrics": metrics + (["mean_cost"] if cost_columns else []),
                           "description": f"Full-information replay of `{table}`: {n} prompts, {env.n_arms} models ({', '.join(env.models)}), "
                                          f"{n_orders} random orders, utility = score - {price:g} x cost."})
     if log is not None:
+        if models is None and table is not None:  # the log's models are the table's (in its order) that the log chose
+            found = read_decision_log(log, None, embedding_model, cache_dir).models
+            unknown = [m for m in found if m not in env.models]
+            if unknown:
+                raise InvalidParameterError(f"{log} names model(s) {unknown} that the table does not have (its models: {env.models}). "
+                                            "Fix the names, or give the log's models with --models to read it on its own terms.")
+            models = [m for m in env.models if m in found]
         params = {"log": str(log), "price": price, "embedding_model": embedding_model, "cache_dir": cache_dir, "models": models,
                   "n_draws": n_draws, "seed": seed}
         params = {k: v for k, v in params.items() if v is not None}
         logged = read_decision_log(log, models, embedding_model, cache_dir)
-        fixed = [{"label": f"always:{m}", "policy": "fixed", "params": {"arm": k}} for k, m in enumerate(logged.models)]
+        _with_propensity(logged, str(log))
+        chosen = np.bincount(logged.actions, minlength=logged.n_arms) > 0
+        fixed = [{"label": f"always:{m}", "policy": "fixed", "params": {"arm": k}} for k, m in enumerate(logged.models) if chosen[k]]
+        never = [m for k, m in enumerate(logged.models) if not chosen[k]]
         policies += fixed
         learned = [c.label for c in candidates if not issubclass(_policy_class(c.policy), BestSingle)]
         scenarios.append({"name": _LOG, "runner": "genbandit.experiments.evaluate:offpolicy_unit", "params": params, "horizon": 1, "n_runs": 1,
                           "policies": [f["label"] for f in fixed] + learned,
                           "description": f"Off-policy estimates from `{log}`: {logged.actions.size} decisions with feedback over "
-                                         f"{logged.n_arms} models ({', '.join(logged.models)})."})
+                                         f"{logged.n_arms} models ({', '.join(logged.models)})."
+                                         + (f" The log never chose {', '.join(never)}: it cannot say what always calling "
+                                            f"{'it' if len(never) == 1 else 'them'} would score, nor judge a policy that does." if never else "")})
     if table is not None and log is not None:
         scenarios[0]["policies"] = [c.label for c in candidates]
     raw = {
@@ -443,17 +479,27 @@ def _replay_section(ctx: ReportContext) -> None:
         return
     env = build_environment(spec, spec.horizons[0])
     U = env.utilities()
+    N = len(env.prompts)
     room = headroom(env.embeddings(), U, groups=np.asarray(env.prompts))
+    if room["cv_ridge_routing"] is not None:
+        ridge = (f"A full-information router trained offline (5-fold cross-validated ridge on the same embeddings, folds grouped by "
+                 f"prompt): {room['cv_ridge_routing']:.4f}: what prompt-aware routing can reach here with plenty of data.")
+    else:
+        ridge = (f"No offline router is fitted: {N} prompts are too few to cross-validate one (five folds of prompts, each fitted "
+                 "on four inner folds, take 20), and too few for any number here to say much about new traffic.")
+    room["n_prompts"] = N
     best = room["best_single_arm"]
     labels = [p.label for p in spec.policies if _rec(ctx, _REPLAY, p.label, "mean_reward")]
     for key in ("best_single", "cv_ridge_routing", "oracle"):
-        ctx.add_record(_REPLAY, f"table:{key}", "mean_reward", [room[key]])
+        if room[key] is not None:
+            ctx.add_record(_REPLAY, f"table:{key}", "mean_reward", [room[key]])
     per_model = ", ".join(f"{m} {u:.4f}" for m, u in zip(env.models, U.mean(axis=0)))
+    ties = [m for g, m in enumerate(env.models) if g != best and np.isclose(U[:, g].mean(), room["best_single"], rtol=0, atol=1e-12)]
+    tied = f"; tied with {', '.join(ties)}: it is first of them in the table, not better" if ties else ""
     lines = [
-        f"{len(env.prompts)} prompts, {spec.n_runs} orders. Per model (mean utility over the table): {per_model}. "
-        f"Best single model: **{env.models[best]}** ({room['best_single']:.4f}). Per-prompt oracle (knows every outcome, unreachable): "
-        f"{room['oracle']:.4f}. A full-information router trained offline (5-fold cross-validated ridge on the same embeddings, folds "
-        f"grouped by prompt): {room['cv_ridge_routing']:.4f}: what prompt-aware routing can reach here with plenty of data.",
+        f"{N} prompts, {spec.n_runs} orders. Per model (mean utility over the table): {per_model}. "
+        f"Best single model: **{env.models[best]}** ({room['best_single']:.4f}{tied}). Per-prompt oracle (knows every outcome, unreachable): "
+        f"{room['oracle']:.4f}. " + ridge,
         "",
         "| policy | utility | quality | cost | regret per decision | vs best single (OtB) | headroom captured | on the prompt's best model |",
         "|---|---|---|---|---|---|---|---|",
@@ -470,7 +516,8 @@ def _replay_section(ctx: ReportContext) -> None:
     otb = [_rec(ctx, _REPLAY, lab, "otb") for lab in labels]
     ax.barh(labels, [r["mean"] for r in otb], xerr=[2 * (r["stderr"] or 0.0) for r in otb], color="tab:blue", alpha=0.7, capsize=3)
     ax.axvline(0.0, color="k", lw=1, ls="--", label=f"always {env.models[best]}")
-    ax.axvline(room["cv_ridge_routing"] - room["best_single"], color="k", lw=1, ls=":", label="offline ridge router")
+    if room["cv_ridge_routing"] is not None:
+        ax.axvline(room["cv_ridge_routing"] - room["best_single"], color="k", lw=1, ls=":", label="offline ridge router")
     ax.axvline(room["oracle"] - room["best_single"], color="k", lw=1, label="per-prompt oracle")
     ax.set_xlabel("mean utility minus the best single model's (± 2 standard errors over orders)")
     ax.invert_yaxis()
@@ -482,7 +529,8 @@ def _replay_section(ctx: ReportContext) -> None:
     labels_cats = env.categories()
     if labels_cats is not None:
         cat_ids, names = labels_cats
-        rows = ["| category | prompts | best model here | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
+        rows = ["| category | prompts | best model here | its gain over the best single model (± over prompts) | " + " | ".join(labels) + " |",
+                "|---|---|---|---|" + "---|" * len(labels)]
         done = {r.policy: r for r in ctx.results if r.scenario == _REPLAY and r.error is None}
         for c, name in enumerate(names):
             mine = U[cat_ids == c]
@@ -490,10 +538,22 @@ def _replay_section(ctx: ReportContext) -> None:
                 for metric, values in done[lab].extras["categories"][name].items():
                     ctx.add_record(f"{_REPLAY}[{name}]", lab, metric, values)
             cells = [_fmt(_rec(ctx, f"{_REPLAY}[{name}]", lab, "otb")) for lab in labels]
-            rows.append(f"| {name} | {mine.shape[0]} | {env.models[int(mine.mean(0).argmax())]} ({mine.mean(0).max():.4f}) | " + " | ".join(cells) + " |")
+            here = int(mine.mean(0).argmax())
+            rows.append(f"| {name} | {mine.shape[0]} | {env.models[here]} ({mine[:, here].mean():.4f}) | "
+                        f"{_prompt_spread(mine[:, here] - mine[:, best])} | " + " | ".join(cells) + " |")
         ctx.add_section("By category", "Each policy's mean utility minus the best single model's (over the whole table) on the prompts "
-                        "of each category (OtB per category, ± over orders).\n\n" + "\n".join(rows))
+                        "of each category (OtB per category, ± over orders). The ± over orders does not cover which prompts the "
+                        "category holds: the column before the policies gives the category's best model's gain with its standard "
+                        "error over the category's prompts, n/a for a category of one prompt. A category of a few prompts is an "
+                        "anecdote, not evidence for routing it elsewhere.\n\n" + "\n".join(rows))
     _recommend(ctx, labels, env.models[best], room)
+
+
+def _prompt_spread(gains: np.ndarray) -> str:
+    """Mean of per-prompt gains ± their standard error over prompts; n/a with one prompt."""
+    if gains.size < 2:
+        return f"{gains.mean():+.4f} ± n/a (one prompt)"
+    return f"{gains.mean():+.4f} ± {gains.std(ddof=1) / math.sqrt(gains.size):.4f}"
 
 
 def _recommend(ctx: ReportContext, labels: list[str], best_model: str, room: dict) -> None:
@@ -506,7 +566,12 @@ def _recommend(ctx: ReportContext, labels: list[str], best_model: str, room: dic
     gain, se = otb["mean"], otb["stderr"] or 0.0
     base = room["best_single"]
     pct = 100 * gain / abs(base) if base else float("nan")
-    if gain - 2 * se > 0:
+    if room["cv_ridge_routing"] is None:  # too few prompts to cross-validate a router: too few to judge one
+        text = (f"**Keep calling {best_model}.** {room['n_prompts']} prompts are too few to judge a router on (the best "
+                f"candidate, {winner}, is {gain:+.4f} utility per request from it): a router that gains on a handful of prompts "
+                "may lose on the next ones.")
+        verdict = "best-single" if "best-single" in labels else winner
+    elif gain - 2 * se > 0:
         text = (f"**Deploy {winner}.** Over the table it beats always calling {best_model} by {gain:+.4f} utility per request "
                 f"({pct:+.2f} %, ± {2 * se:.4f} at two standard errors over orders) and captures "
                 f"{100 * share['mean']:.0f} % of the oracle's headroom.")
@@ -518,7 +583,8 @@ def _recommend(ctx: ReportContext, labels: list[str], best_model: str, room: dic
         verdict = "best-single" if "best-single" in labels else winner
     chosen = next(r for r in ctx.results if r.scenario == _REPLAY and r.policy == verdict)
     ctx.add_record("recommendation", verdict, "otb", chosen.metrics["otb"])
-    text += (f" The offline ridge router reaches {room['cv_ridge_routing'] - base:+.4f} over the best single model, the oracle "
+    ridge = "" if room["cv_ridge_routing"] is None else f" The offline ridge router reaches {room['cv_ridge_routing'] - base:+.4f} over the best single model."
+    text += (f"{ridge} The per-prompt oracle reaches "
              f"{room['oracle'] - base:+.4f}: the room any router has on these prompts. The standard errors cover the orders and the "
              "drawn trials, not which prompts are in the table: on new traffic, expect the spread a different sample of prompts gives.")
     ctx.add_section("Recommendation", text)
@@ -541,12 +607,23 @@ def _log_section(ctx: ReportContext) -> None:
         + (" `best-single` is not estimated here: which model is best is what the `always:` rows estimate."
            if any(p.get("label") == "best-single" for p in ctx.config.source.get("policies", [])) else ""),
         "",
-        "| policy | IPS | SNIPS | DM | DR | effective sample size | largest weight |",
-        "|---|---|---|---|---|---|---|",
+        "| policy | IPS | SNIPS | DM | DR | effective sample size | largest weight | mean weight (1 expected) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in done:
         cells = [_fmt(_rec(ctx, _LOG, r.policy, m)) for m in ESTIMATORS]
-        lines.append(f"| {r.policy} | " + " | ".join(cells) + f" | {r.extras['effective_sample_size']:.0f} | {r.extras['max_weight']:.1f} |")
+        lines.append(f"| {r.policy} | " + " | ".join(cells) + f" | {r.extras['effective_sample_size']:.0f} | {r.extras['max_weight']:.1f} | "
+                     f"{r.extras['mean_weight']:.3f} ± {r.extras['mean_weight_stderr']:.3f} |")
+    off = [r for r in done if r.policy.startswith("always:") and abs(r.extras["mean_weight"] - 1) > max(3 * r.extras["mean_weight_stderr"], 0.05)]
+    if off:
+        found = ", ".join(f"{r.policy} has {r.extras['mean_weight']:.3f} ± {r.extras['mean_weight_stderr']:.3f}" for r in off)
+        warning = ("> **Warning: these propensities do not behave like the probabilities of the logged choices.** With true "
+                   "propensities the mean weight of always calling a model is 1 within its error (each model's weights average to 1 "
+                   f"over the log); here {found}. Either the log's propensities are not the probabilities with which its models were "
+                   "chosen (a score, a rounded value, a deterministic router's 1), or the logger never chose that model on part of the "
+                   "traffic. IPS, DR and DM below are then biased, and SNIPS hides it by dividing by the mean weight: do not trust "
+                   "them for policies that call those models.")
+        lines = [warning, "", *lines]
     lines += ["", "Each cell is an estimate of the mean utility the policy would have had on the logged requests ± its standard "
               "error. Trust IPS and DR when the effective sample size is a good share of the decisions and the largest weight is "
               "modest; when DM disagrees with DR by more than their errors, the reward model is off and DR (which corrects it) "

@@ -66,11 +66,18 @@ def headroom(X: np.ndarray, U: np.ndarray, n_folds: int = 5, alphas: tuple[float
     ``X`` ``(N, d)`` embeddings, ``U`` ``(N, G)`` utilities, ``groups`` ``(N,)`` a prompt id per
     row: rows of one prompt (the same text, or trials of it) always fall in the same fold, so no
     fold is routed by a fit that saw its own prompts. By default every row is its own group.
+    With fewer than ``4 n_folds`` groups (each fit picks its penalty on 4 inner folds) no router is
+    fitted and ``cv_ridge_routing`` is ``None``.
     """
     rng = np.random.default_rng(seed)
     N, G = U.shape
     ids = np.arange(N) if groups is None else np.unique(np.asarray(groups), return_inverse=True)[1]
     members = np.split(np.argsort(ids, kind="stable"), np.cumsum(np.bincount(ids))[:-1])  # rows of each group
+    best_single = int(U.mean(0).argmax())
+    room = {"best_single_arm": best_single, "best_single": float(U[:, best_single].mean()), "cv_ridge_routing": None,
+            "oracle": float(U.max(1).mean()), "per_model": U.mean(0).tolist()}
+    if len(members) < 4 * n_folds:
+        return room
 
     def rows(group_ids: np.ndarray) -> np.ndarray:
         return np.concatenate([members[g] for g in group_ids])
@@ -94,14 +101,8 @@ def headroom(X: np.ndarray, U: np.ndarray, n_folds: int = 5, alphas: tuple[float
                 got += U[val, pick].sum()
             scores.append(got)
         chosen[test] = fit_predict(train, test, alphas[int(np.argmax(scores))]).argmax(1)
-    best_single = int(U.mean(0).argmax())
-    return {
-        "best_single_arm": best_single,
-        "best_single": float(U[:, best_single].mean()),
-        "cv_ridge_routing": float(U[np.arange(N), chosen].mean()),
-        "oracle": float(U.max(1).mean()),
-        "per_model": U.mean(0).tolist(),
-    }
+    room["cv_ridge_routing"] = float(U[np.arange(N), chosen].mean())
+    return room
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,6 +191,9 @@ def _headroom(ctx: ReportContext) -> dict:
         stream = repr((scenario.environment, sorted(scenario.params.items())))
         room = rooms[stream] = rooms.get(stream) or headroom(env.embeddings(), env.utilities(), groups=np.asarray(env.prompts))
         found[scenario.name] = room
+        if room["cv_ridge_routing"] is None:
+            lines += [f"**{scenario.name}**: {env.utilities().shape[0]} prompts are too few to cross-validate a router on; no headroom analysis.", ""]
+            continue
         gap = room["cv_ridge_routing"] - room["best_single"]
         lines += [
             f"**{scenario.name}** (utility = reward - {env.price:g} x dollar cost; {env.utilities().shape[0]} prompts): "
