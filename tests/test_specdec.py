@@ -230,6 +230,26 @@ def test_prompt_lookup_prefers_longest_ngram_and_latest_occurrence():
     assert d.propose(prompt + [42], 3).tokens == [] and d.propose(prompt, 0).tokens == []
 
 
+def test_prompt_lookup_matches_brute_force():
+    """The n-gram walk equals the rule as stated: sizes max_ngram down to min_ngram, the latest occurrence in the prompt."""
+    rng = random.Random(1)
+    for trial in range(40):
+        prompt = [rng.randrange(2 + trial % 5) for _ in range(rng.randrange(1, 30))]
+        min_ngram = 1 + trial % 2
+        d = PromptLookupDrafter(max_ngram=3, min_ngram=min_ngram)
+        d.start(len(prompt))
+        text = list(prompt)
+        for _ in range(12):
+            expected = []
+            for n in range(min(3, len(text)), min_ngram - 1, -1):
+                ends = [end for end in range(n, len(prompt)) if prompt[end - n : end] == text[len(text) - n :]]
+                if ends:
+                    expected = prompt[ends[-1] : ends[-1] + 4]
+                    break
+            assert d.propose(text, 4).tokens == expected
+            text.append(rng.randrange(2 + trial % 5))
+
+
 def _longest_earlier_suffix(seq: list[int]) -> int:
     n = len(seq)
     best = 0
@@ -269,6 +289,20 @@ def test_suffix_drafter_restarts_when_the_sequence_changes():
     d.start(3)
     assert d.propose([1, 2, 3, 1, 2], 2).tokens == [3, 1]
     assert d.propose([4, 5, 4, 5], 2).tokens == [4, 5]  # a different sequence: rebuilt, not appended
+
+
+def test_suffix_drafter_reads_only_the_new_tokens_of_a_grown_list():
+    """The decoder appends to one list: given it again, the drafter reads its new tokens and drafts as from a copy."""
+    rng = random.Random(2)
+    seq = [rng.randrange(4) for _ in range(80)]
+    grown, fresh = SuffixMatchDrafter(), SuffixMatchDrafter()
+    grown.start(10)
+    text = seq[:10]
+    for cut in range(11, len(seq), 3):
+        text.extend(seq[len(text) : cut])
+        fresh.start(10)
+        assert grown.propose(text, 5).tokens == fresh.propose(list(text), 5).tokens
+    assert grown.propose([9, 8, 9, 8], 2).tokens == [9, 8]  # another list: compared, rebuilt
 
 
 def test_model_drafter_cache_follows_rejections(models):

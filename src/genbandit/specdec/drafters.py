@@ -73,27 +73,40 @@ class PromptLookupDrafter(Drafter):
 
     def start(self, prompt_len: int) -> None:
         super().start(prompt_len)
-        self._index: dict[tuple, int] | None = None  # n-gram -> end of its latest occurrence in the prompt
+        self._index: dict[int, list] | None = None  # the prompt's n-grams, read backwards (below)
+        self._prompt: list[int] = []
 
-    def _build(self, prompt: Sequence[int]) -> dict[tuple, int]:
-        index: dict[tuple, int] = {}
-        for n in range(self.min_ngram, self.max_ngram + 1):
-            for end in range(n, len(prompt)):  # an n-gram ending at the prompt's last token has no continuation
-                index[tuple(prompt[end - n : end])] = end
-        return index
+    def _build(self, prompt: list[int]) -> dict[int, list]:
+        """The prompt's n-grams (``n <= max_ngram``) as a trie read backwards from their last token: a node is ``[end, children]``,
+        ``end`` the end of the n-gram's latest occurrence, ``children`` the nodes of the n-grams one token longer, keyed on
+        that token. A lookup walks back from the text's last token without building a key (it runs every round)."""
+        root: dict[int, list] = {}
+        for end in range(1, len(prompt)):  # an n-gram ending at the prompt's last token has no continuation
+            children = root
+            for back in range(1, min(self.max_ngram, end) + 1):
+                node = children.setdefault(prompt[end - back], [end, {}])
+                node[0] = end  # a later occurrence replaces an earlier one
+                children = node[1]
+        return root
 
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
         if k <= 0:
             return Draft([])
         index = self._index
         if index is None:
-            index = self._index = self._build(list(ids[: self._prompt_len]))
-        size = len(ids)
-        for n in range(min(self.max_ngram, size), self.min_ngram - 1, -1):
-            end = index.get(tuple(ids[size - n :]))
-            if end is not None:
-                return Draft([int(t) for t in ids[end : min(end + k, self._prompt_len)]])
-        return Draft([])
+            self._prompt = [int(t) for t in ids[: self._prompt_len]]
+            index = self._index = self._build(self._prompt)
+        # the longest n-gram ending the text that the prompt holds: the deepest node on the walk back
+        end, depth, size = -1, 0, len(ids)
+        while depth < self.max_ngram and depth < size:
+            node = index.get(ids[size - 1 - depth])
+            if node is None:
+                break
+            end, index = node
+            depth += 1
+        if depth < self.min_ngram:
+            return Draft([])
+        return Draft(self._prompt[end : end + k])
 
 
 class SuffixMatchDrafter(Drafter):
@@ -104,7 +117,9 @@ class SuffixMatchDrafter(Drafter):
     (Hu et al., 2024). If that match is at least ``min_match`` tokens long, the draft copies the
     ``k`` tokens that followed its first occurrence; a copy that reaches the end of the sequence
     goes on with the tokens it has just copied (an overlapping copy, as in LZ77), so a repeat of
-    period ``p`` is extended periodically. Each new token costs amortised O(1).
+    period ``p`` is extended periodically. Each new token costs amortised O(1), and so does a call given
+    the same list as the previous one, grown (the decoder's text): only its new tokens are read, so a list
+    edited in place, not only appended to, must be given as a copy.
 
     >>> d = SuffixMatchDrafter(min_match=2)
     >>> ids = [1, 2, 3, 4, 9, 1, 2]
@@ -136,6 +151,7 @@ class SuffixMatchDrafter(Drafter):
         self._seq: list[int] = []
         self._match_state = 0  # state of the longest suffix of _seq occurring in _seq[:-1]
         self._match_len = 0
+        self._text: Sequence[int] | None = None  # the sequence of the last call
 
     def _extend(self, c: int) -> None:
         pos = len(self._seq)
@@ -182,8 +198,12 @@ class SuffixMatchDrafter(Drafter):
         self._seq.append(c)
 
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
-        if not hasattr(self, "_seq") or list(ids[: len(self._seq)]) != self._seq:
+        known = len(self._seq) if hasattr(self, "_seq") else -1
+        # the list of the previous call, longer or as long, has grown (the decoder appends to its text): only the new tokens are
+        # read; any other sequence is compared with what the automaton holds (a list edited in place must come as a copy)
+        if known < 0 or not (ids is self._text and len(ids) >= known) and list(ids[:known]) != self._seq:
             self.start(getattr(self, "_prompt_len", 0))
+        self._text = ids
         for c in ids[len(self._seq) :]:
             self._extend(int(c))
         if k <= 0 or self._match_len < self.min_match:
