@@ -429,9 +429,11 @@ class SpeculativeDecoder:
                 draft = Draft([])
                 if k > 0:
                     ahead = drafts.get(chosen.drafter)  # taken before the choice: a prefix of it is this arm's draft
-                    draft = Draft(ahead[:k]) if ahead is not None else \
-                        self.drafters[chosen.drafter].propose(ids, k, temperature=self.temperature, generator=generator)
-                    draft.tokens = [int(t) for t in draft.tokens[:k]]
+                    if ahead is not None:
+                        draft = Draft(ahead[:k])
+                    else:
+                        draft = self.drafters[chosen.drafter].propose(ids, k, temperature=self.temperature, generator=generator)
+                        draft.tokens = [int(t) for t in draft.tokens[:k]]
                 emitted, cache = self._verify(ids, draft, cache, generator)
                 stop = next((i for i, t in enumerate(emitted) if t in self._eos), None)
                 if stop is not None:

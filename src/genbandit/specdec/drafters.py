@@ -34,8 +34,9 @@ class Drafter:
     """Base class: ``propose(ids, k, ...) -> Draft``; ``start(prompt_len)`` before each prompt."""
 
     name = "drafter"
-    #: Drafts are a deterministic function of the text that costs microseconds (no model): the decoder
-    #: may ask for one in a round where another arm plays, to learn what this drafter would have accepted.
+    #: Drafts are a deterministic function of the text that costs microseconds (no model), of Python ints:
+    #: the decoder may ask for one in a round where another arm plays, to learn what this drafter would
+    #: have accepted, and plays a prefix of it as it is.
     copier = False
 
     def start(self, prompt_len: int) -> None:
@@ -208,11 +209,10 @@ class SuffixMatchDrafter(Drafter):
             self._extend(int(c))
         if k <= 0 or self._match_len < self.min_match:
             return Draft([])
-        end = self._first[self._match_state]  # end position of the first occurrence of the match
-        n = len(self._seq)
-        tokens: list[int] = []
-        for j in range(end + 1, end + 1 + k):  # an overlapping copy (as in LZ77) extends a repeat periodically
-            tokens.append(self._seq[j] if j < n else tokens[j - n])
+        end = self._first[self._match_state]  # end position of the first occurrence of the match (before the last token)
+        tokens = self._seq[end + 1 : end + 1 + k]
+        if len(tokens) < k:  # an overlapping copy (as in LZ77) extends a repeat periodically: the copied tokens again
+            tokens = (tokens * (k // len(tokens) + 1))[:k]
         return Draft(tokens)
 
 
