@@ -275,14 +275,15 @@ class WarmThroughputUCB(Policy):
         ``observed`` a side observation (``other`` would have emitted ``y``), counted for ``other`` and its drafter's
         shorter arms longer than ``above`` (-1: all; a played shorter arm of the drafter has its own round), and the
         next ``select`` among the arms awake (bit ``i`` of ``asleep`` set: arm ``i`` has no draft for the next round):
-        one compiled call for up to two observations (one run only). Returns the next arm."""
+        one compiled call for up to two observations (one run only): ``arm``, ``asleep`` and each ``other`` ints, ``tokens``,
+        ``seconds``, ``y`` and ``above`` floats, as the compiled call takes them unchecked. Returns the next arm."""
         self._t += 1
         kernels = _kernels()
         n = len(observed)
         first = observed[0] if n else _NO_OBSERVATION
         second = observed[1] if n > 1 else _NO_OBSERVATION
-        chosen = kernels.play(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration), float(self.discount),
-                              arm, tokens, seconds, *first, *second, asleep)
+        chosen = kernels.play_round(self._stats, self._cache, self._layout, float(self.prior_rounds), float(self.exploration),
+                                    float(self.discount), arm, tokens, seconds, *first, *second, asleep)
         if n <= 2:
             return chosen
         for other, other_tokens, above in observed[2:]:
