@@ -291,8 +291,8 @@ def test_suffix_drafter_restarts_when_the_sequence_changes():
     assert d.propose([4, 5, 4, 5], 2).tokens == [4, 5]  # a different sequence: rebuilt, not appended
 
 
-def test_suffix_drafter_reads_only_the_new_tokens_of_a_grown_list():
-    """The decoder appends to one list: given it again, the drafter reads its new tokens and drafts as from a copy."""
+def test_suffix_drafter_follows_a_list_grown_or_edited_in_place():
+    """The decoder appends to one list: given it again, the drafter drafts as from a copy; edited in place, it rebuilds."""
     rng = random.Random(2)
     seq = [rng.randrange(4) for _ in range(80)]
     grown, fresh = SuffixMatchDrafter(), SuffixMatchDrafter()
@@ -302,6 +302,10 @@ def test_suffix_drafter_reads_only_the_new_tokens_of_a_grown_list():
         text.extend(seq[len(text) : cut])
         fresh.start(10)
         assert grown.propose(text, 5).tokens == fresh.propose(list(text), 5).tokens
+    text[5:7] = [3, 3]  # edited in place, then grown: the automaton no longer holds a prefix of it
+    text.extend([1, 2])
+    fresh.start(10)
+    assert grown.propose(text, 5).tokens == fresh.propose(list(text), 5).tokens
     assert grown.propose([9, 8, 9, 8], 2).tokens == [9, 8]  # another list: compared, rebuilt
 
 

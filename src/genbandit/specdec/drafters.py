@@ -118,9 +118,8 @@ class SuffixMatchDrafter(Drafter):
     (Hu et al., 2024). If that match is at least ``min_match`` tokens long, the draft copies the
     ``k`` tokens that followed its first occurrence; a copy that reaches the end of the sequence
     goes on with the tokens it has just copied (an overlapping copy, as in LZ77), so a repeat of
-    period ``p`` is extended periodically. Each new token costs amortised O(1), and so does a call given
-    the same list as the previous one, grown (the decoder's text): only its new tokens are read, so a list
-    edited in place, not only appended to, must be given as a copy.
+    period ``p`` is extended periodically. Each new token costs amortised O(1); a sequence that does not
+    continue the one the automaton holds (edited, not only appended to) rebuilds it.
 
     >>> d = SuffixMatchDrafter(min_match=2)
     >>> ids = [1, 2, 3, 4, 9, 1, 2]
@@ -152,7 +151,6 @@ class SuffixMatchDrafter(Drafter):
         self._seq: list[int] = []
         self._match_state = 0  # state of the longest suffix of _seq occurring in _seq[:-1]
         self._match_len = 0
-        self._text: Sequence[int] | None = None  # the sequence of the last call
 
     def _extend(self, c: int) -> None:
         pos = len(self._seq)
@@ -199,12 +197,8 @@ class SuffixMatchDrafter(Drafter):
         self._seq.append(c)
 
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
-        known = len(self._seq) if hasattr(self, "_seq") else -1
-        # the list of the previous call, longer or as long, has grown (the decoder appends to its text): only the new tokens are
-        # read; any other sequence is compared with what the automaton holds (a list edited in place must come as a copy)
-        if known < 0 or not (ids is self._text and len(ids) >= known) and list(ids[:known]) != self._seq:
+        if not hasattr(self, "_seq") or list(ids[: len(self._seq)]) != self._seq:
             self.start(getattr(self, "_prompt_len", 0))
-        self._text = ids
         for c in ids[len(self._seq) :]:
             self._extend(int(c))
         if k <= 0 or self._match_len < self.min_match:
