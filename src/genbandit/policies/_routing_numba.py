@@ -10,6 +10,7 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`scores`: each model's noise variance, intercept and posterior at the prompt from those terms;
 - :func:`posterior_terms`: the two above in one call, and whether a model is untried;
 - :func:`beta_laws`: the Beta laws of the context-free Thompson draw;
+- :func:`shifted_moments`: the evidence refit's quantities at a trial prior precision from a tridiagonal form;
 - :func:`recurring`: a recurring prompt's own outcomes folded into one run's posterior (a normal-normal update);
 - :func:`priced` and :func:`pace`: the budget pacer's price applied to the scores, and its step after a round;
 - :func:`prepare`: all a new context needs before the draws, in one call: :func:`posterior_terms`,
@@ -108,6 +109,42 @@ def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, s
                 lin_g += zg[k] * theta[r, g, k]
                 quad_g += zg[k] * hg[k]
             lin[r, g], quad[r, g] = lin_g, quad_g
+
+
+@njit(cache=True, nogil=True)
+def shifted_moments(d, e, ct, tc, delta, lam):  # pragma: no cover - compiled
+    """What the evidence's fixed point needs at ``lam`` from the tridiagonal form ``Q' P Q = T`` (diagonal ``d``, off-diagonal
+    ``e``) of ``P = (C + lam_0 I)^-1``, ``delta = lam - lam_0``: ``(C + lam I)^-1 = Q T M^-1 Q'`` with ``M = I + delta T``.
+
+    With ``ct = Q' c`` and ``tc = T ct`` (``c = Phi_c' y_c``): ``x = M^-1 tc``, so that ``m = (C + lam I)^-1 c = Q x``; returns
+    ``(gamma, m' c, m' C m, m' m)`` = ``(D - lam tr(T M^-1), ct' x, ct' x - lam x' x, x' x)``. ``M`` by its factorisation ``L diag(p) L'``
+    (``L`` unit lower bidiagonal; Golub & Van Loan, Matrix Computations, 4th ed., section 4.3.6), the diagonal and first
+    off-diagonal of ``M^-1`` (all the trace needs) by Takahashi's recurrence ``Z = diag(p)^-1 L^-1 + (I - L') Z`` from the last
+    row up (Takahashi, Fagan & Chin 1973). ``gamma`` is NaN where a pivot is not positive (``M`` not numerically positive definite).
+    """
+    D = d.shape[0]
+    pivot, low, x = np.empty(D), np.empty(D), np.empty(D)
+    pivot[0], x[0] = 1.0 + delta * d[0], tc[0]
+    for i in range(D - 1):
+        low[i] = delta * e[i] / pivot[i]
+        pivot[i + 1] = 1.0 + delta * d[i + 1] - low[i] * delta * e[i]
+        x[i + 1] = tc[i + 1] - low[i] * x[i]
+    for i in range(D):
+        if not pivot[i] > 0.0:
+            return math.nan, math.nan, math.nan, math.nan
+    x[D - 1] /= pivot[D - 1]
+    z = 1.0 / pivot[D - 1]  # (M^-1)_(i, i), from the last row up
+    trace = d[D - 1] * z
+    for i in range(D - 2, -1, -1):
+        x[i] = x[i] / pivot[i] - low[i] * x[i + 1]
+        upper = -low[i] * z  # (M^-1)_(i, i + 1)
+        z = 1.0 / pivot[i] + low[i] * low[i] * z
+        trace += d[i] * z + 2.0 * e[i] * upper
+    fit, mm = 0.0, 0.0
+    for i in range(D):
+        fit += ct[i] * x[i]
+        mm += x[i] * x[i]
+    return min(max(D - lam * trace, 0.0), D), fit, fit - lam * mm, mm
 
 
 @njit(cache=True, nogil=True)
