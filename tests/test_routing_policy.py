@@ -605,7 +605,8 @@ def test_compiled_kernels_decide_as_their_plain_python_versions(monkeypatch):
     compiled = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
     names = ("prompt_terms", "scores", "posterior_terms", "prepare", "learn", "count_cell", "beta_laws", "recurring", "priced", "pace", "override",
              "override_laws", "decide", "context_free_draws", "_beta", "shifted_moments")
-    plain = SimpleNamespace(SYMV=_routing_numba.SYMV, **{name: getattr(_routing_numba, name).py_func for name in names})
+    plain = SimpleNamespace(SYMV=_routing_numba.SYMV, state=lambda **fields: SimpleNamespace(**fields),  # the plain kernels read its fields
+                            **{name: getattr(_routing_numba, name).py_func for name in names})
     for name in ("prompt_terms", "scores", "posterior_terms", "recurring", "priced", "beta_laws",  # what the plain prepare calls
                  "prepare", "context_free_draws", "override", "_beta"):  # and the plain decide
         monkeypatch.setattr(_routing_numba, name, getattr(plain, name))

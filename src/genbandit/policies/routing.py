@@ -370,27 +370,34 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         """The arrays the compiled kernels write a decision into, allocated once per state (not learned state: see
         ``_scratch``): ``zh`` ``(2, R, G, D)``, the scores ``out`` ``(7, R, G)`` and the views ``scores`` of those a choice
         uses, the Beta laws ``ab`` ``(2, R, G)``, untried models, a recurring prompt's cell per run, refits due, the draws of a
-        ``select`` ``(R G + R,)`` and its choice ``(R,)``; and the kernels' arguments that stay the same objects for the state's
-        life, built once: ``preparing`` (those of :func:`~genbandit.policies._routing_numba.prepare` after the contexts) and
-        ``learning`` (those of :func:`~genbandit.policies._routing_numba.learn` after the arms and rewards)."""
+        ``select`` ``(R G + R,)`` and its choice ``(R,)``; and ``state``, the kernels' one argument that references them with the
+        learned arrays and the constants (:func:`~genbandit.policies._routing_numba.state`, from ``fields``), built once: the
+        learned arrays stay the same objects for the state's life."""
         work = self._work
         if work is None:
             R, G, D = n_runs, self.n_arms, self.n_components
             out = np.empty((7, R, G))
-            work = self._work = SimpleNamespace(zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]),
-                                                ab=np.empty((2, R, G)), untried=np.empty((R, G), dtype=bool), cell=np.zeros((R, G, 3)),
-                                                has_cell=np.zeros(R, dtype=bool), due=np.empty(R, dtype=bool), draws=np.empty(R * G + R),
-                                                chosen=np.empty(R, dtype=np.int64))
-            work.preparing = (self._freq, self._phase, math.sqrt(2.0 / self.n_components), self._bandwidth, self._phibar, self._Cinv,
-                              self._theta, self._n, self._ybar, self._syy, self._weighted, self._s2, self._gamma, self._ymin, self._ymax,
-                              _PRIOR_DOF, _TINY, self.initial_plays, _kernels().SYMV, work.cell, work.has_cell, self._within, self._cost_sum,
-                              self._cost_n, self._log_price, _PRICE_UNIT, 0.0 if self.budget is None else self.budget, work.zh, work.out,
-                              work.ab, work.untried)
-            work.learning = (self._n, self._ybar, self._syy, self._ymin, self._ymax, self._Cinv, self._theta, self._cxy,
-                             self._phibar, self._bandwidth, work.zh, self._next_fit, work.due, self.max_prompts > 0, work.cell, work.has_cell,
-                             self._within, out, work.ab, work.untried, math.inf if self.override_z is None else self.override_z, _TINY,
-                             _NODES, _NODE_WEIGHTS, self._weighted)
+            work = SimpleNamespace(zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]), ab=np.empty((2, R, G)),
+                                   untried=np.empty((R, G), dtype=bool), cell=np.zeros((R, G, 3)), has_cell=np.zeros(R, dtype=bool),
+                                   due=np.empty(R, dtype=bool), draws=np.empty(R * G + R), chosen=np.empty(R, dtype=np.int64))
+            work.fields = dict(
+                freq=self._freq, phase=self._phase, scale=math.sqrt(2.0 / self.n_components), bandwidth=self._bandwidth, phibar=self._phibar,
+                Cinv=self._Cinv, theta=self._theta, cxy=self._cxy, n=self._n, ybar=self._ybar, syy=self._syy, weighted=self._weighted,
+                fitted=self._s2, gamma=self._gamma, ymin=self._ymin, ymax=self._ymax, prior_dof=_PRIOR_DOF, tiny=_TINY,
+                min_plays=self.initial_plays, symv=_kernels().SYMV, cells=self.max_prompts > 0, cell=work.cell, has_cell=work.has_cell,
+                within=self._within, cost_sum=self._cost_sum, cost_n=self._cost_n, log_price=self._log_price, unit=_PRICE_UNIT,
+                budget=0.0 if self.budget is None else float(self.budget), z=math.inf if self.override_z is None else float(self.override_z),
+                nodes=_NODES, node_weights=_NODE_WEIGHTS, next_fit=self._next_fit, due=work.due, zh=work.zh, out=out, ab=work.ab,
+                untried=work.untried, draws=work.draws, chosen=work.chosen)
+            work.state = _kernels().state(**work.fields)
+            self._work = work
         return work
+
+    def __getstate__(self) -> dict:
+        """A copy or a pickle leaves the per-decision scratch behind (``_scratch``: the kernels'
+        :class:`~genbandit.policies._routing_numba.State` references this policy's arrays and cannot be pickled, and the cached
+        context refers to its contents): the copy builds its own at its first decision."""
+        return {**vars(self), **dict.fromkeys(self._scratch)}
 
     def _cached(self, contexts: np.ndarray) -> tuple:
         """(whether a model is untried, prompt keys) of each run's context, with its features, posterior and Beta laws in the
@@ -405,7 +412,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             return cached
         work = self._scratch_for(contexts.shape[0])
         keys = self._prompt_cells(contexts, work)
-        fresh = _kernels().prepare(contexts, *work.preparing)
+        fresh = _kernels().prepare(contexts, work.state)
         return self._cache_put(contexts, fresh, keys)
 
     def _prompt_cells(self, contexts: np.ndarray, work: SimpleNamespace) -> list[str] | None:
@@ -460,8 +467,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = None if prepared else self._prompt_cells(contexts, work)
         bit_generator = self._rng.bit_generator
         with bit_generator.lock:  # as NumPy's own draws hold it: a generator shared with other threads stays whole
-            fresh = _kernels().decide(contexts, prepared, *work.preparing, bit_generator.ctypes.bit_generator.value, self._leader_z(),
-                                      self.override_z, work.draws, work.chosen)
+            fresh = _kernels().decide(contexts, prepared, work.state, bit_generator.ctypes.bit_generator.value, self._leader_z())
         if not prepared:
             self._cache_put(contexts, fresh, keys)
         if fresh:
@@ -522,7 +528,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = self._cached(contexts)[1]
         self._last = None
         work = self._work
-        some_due, waiting = _kernels().learn(actions, rewards, math.inf if self.override_z is None else self._leader_z(), *work.learning)
+        some_due, waiting = _kernels().learn(actions, rewards, math.inf if self.override_z is None else self._leader_z(), work.state)
         if keys is not None:  # learn counted the outcome into each run's copy of its prompt's cell (prepare's)
             for r, key in enumerate(keys):
                 self._cell(r, key)[:] = work.cell[r]
