@@ -13,6 +13,8 @@ compiled function that returns arrays pays about a microsecond to hand each one 
 - :func:`shifted_moments`: the evidence refit's quantities at a trial prior precision from a tridiagonal form;
 - :func:`recurring`: a recurring prompt's own outcomes folded into one run's posterior (a normal-normal update);
 - :func:`priced` and :func:`pace`: the budget pacer's price applied to the scores, and its step after a round;
+- :class:`State` (built by :func:`state`): a policy state's arrays and constants in one object, the one argument of
+  :func:`prepare`, :func:`decide` and :func:`learn` besides the round's own;
 - :func:`prepare`: all a new context needs before the draws, in one call: :func:`posterior_terms`,
   :func:`recurring` where the prompt has a cell, :func:`priced` with a budget, and :func:`beta_laws`;
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
@@ -30,7 +32,8 @@ compiled function that returns arrays pays about a microsecond to hand each one 
   so that an update is one call.
 
 Their plain-Python versions (``prompt_terms.py_func`` and so on; :func:`context_free_draws` with the NumPy bit
-generator itself in place of :func:`_bit_generator`, which numba's distributions then call through ``ctypes``) compute
+generator itself in place of :func:`_bit_generator`, which numba's distributions then call through ``ctypes``, and any
+object with the ``FIELDS`` as attributes in place of a :class:`State`) compute
 the same numbers: ``tests/test_routing_policy.py`` replays the policy with each and compares it round for round.
 """
 

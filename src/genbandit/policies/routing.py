@@ -553,7 +553,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         (:func:`~genbandit.policies._routing_numba.shifted_moments`); then ``(C + lambda I)^-1 = P (I + delta P)^-1 = P - delta
         K'K``, ``K = L^-1 P``, ``L L' = I + delta P`` (Cholesky), and ``theta = (C + lambda I)^-1 Phi_c' y_c``. With 200
         features it takes 1.5 ms where the eigendecomposition took 3.1 (docs/router.md, "Decision speed"); on the refits of
-        three orders of the ParetoBandit stream the two agree to 4e-13 relative or better. Where ``lambda_0`` exceeds 100
+        three orders of the ParetoBandit stream the two agree to 4e-13 relative or better, on 300 of its prompts drawn again and
+        again, where ``lambda`` falls to 5e-5 and ``C + lambda I`` grows ill-conditioned, to 1.1e-10. Where ``lambda_0`` exceeds 100
         (``_SHIFT_LIMIT``: a model whose evidence saw no signal yet, ``P`` kept near ``I / lambda_0`` by Sherman-Morrison),
         the eigenvalues of ``C`` recovered from ``P`` carry rounding errors that grow with ``lambda_0`` (``C`` has as many
         zero eigenvalues as it lacks rounds; about 1e-9 at ``lambda_0 = 1e6``): the eigendecomposition sets those that come
