@@ -50,7 +50,7 @@ from numba.extending import get_cython_function_address, intrinsic
 from numba.np.random.distributions import random_standard_gamma
 from numba.np.random.generator_core import next_double
 
-from ._kernel_numba import _dot  # u . v, reassociated so that it vectorises (accumulated in double: u may be single)
+from ._kernel_numba import _LINALG, _dot  # u . v, reassociated so that it vectorises (accumulated in double: u may be single)
 
 #: The address of BLAS ``dsymv`` (SciPy's, as numba's own ``np.dot`` uses), passed to the kernels at each call: a compiled
 #: function may be cached to disk only if it holds no address of this process.
@@ -121,6 +121,26 @@ def _axpy(y, x, a):  # pragma: no cover - compiled
         y[k] += a * x[k]
 
 
+@njit(cache=True, nogil=True, fastmath=_LINALG)
+def _matvec(M, v, out):  # pragma: no cover - compiled
+    """``out = M v``, four rows at a time: each element of ``v`` loaded serves four rows' sums, each of which is reassociated as
+    :func:`_dot`'s (the same numbers: ``tests/test_decision_bits.py``); 1.6 us less than row by row for 200 x 384."""
+    rows, k = M.shape[0], 0
+    while k + 4 <= rows:
+        m0, m1, m2, m3 = M[k], M[k + 1], M[k + 2], M[k + 3]
+        s0, s1, s2, s3 = 0.0, 0.0, 0.0, 0.0
+        for j in range(v.shape[0]):
+            vj = v[j]
+            s0 += m0[j] * vj
+            s1 += m1[j] * vj
+            s2 += m2[j] * vj
+            s3 += m3[j] * vj
+        out[k], out[k + 1], out[k + 2], out[k + 3] = s0, s1, s2, s3
+        k += 4
+    for i in range(k, rows):
+        out[i] = _dot(M[i], v)
+
+
 @njit(cache=True, nogil=True)
 def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms):  # pragma: no cover - compiled
     """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and model; into ``terms`` ``(2, R, G)``:
@@ -131,8 +151,7 @@ def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, s
     for r in range(R):
         phi[:] = 0.0
         if bandwidth[r] > 0:
-            for k in range(D):
-                phi[k] = _dot(freq[r, k], contexts[r])
+            _matvec(freq[r], contexts[r], phi)
             for k in range(D):
                 phi[k] = scale * math.cos(phi[k] + phase[r, k])
         for g in range(G):
