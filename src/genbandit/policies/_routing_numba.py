@@ -148,13 +148,13 @@ def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, s
             for k in range(D):
                 phi[k] = scale * math.cos(phi[k] + phase[r, k])
         for g in range(G):
-            zg, hg = z[r, g], h[r, g]
+            zg, hg, mean_g, theta_g = z[r, g], h[r, g], phibar[r, g], theta[r, g]
             for k in range(D):
-                zg[k] = phi[k] - phibar[r, g, k]
+                zg[k] = phi[k] - mean_g[k]
             _symv(symv, Cinv[r, g], zg, hg)
             lin_g, quad_g = 0.0, 0.0
             for k in range(D):
-                lin_g += zg[k] * theta[r, g, k]
+                lin_g += zg[k] * theta_g[k]
                 quad_g += zg[k] * hg[k]
             lin[r, g], quad[r, g] = lin_g, quad_g
 
@@ -270,10 +270,11 @@ def learn(arms, rewards, leader_z, state):  # pragma: no cover - compiled
             row, tail, factor = M[i, i:], hg[i:], -(coef * hg[i])
             for j in range(row.shape[0]):
                 row[j] += factor * tail[j]
+        theta_g, cxy_g, mean_g = theta[r, g], cxy[r, g], phibar[r, g]
         for i in range(D):
-            theta[r, g, i] += step * hg[i]
-            cxy[r, g, i] += w * dy * zg[i]
-            phibar[r, g, i] += zg[i] / (k + 1.0)
+            theta_g[i] += step * hg[i]
+            cxy_g[i] += w * dy * zg[i]
+            mean_g[i] += zg[i] / (k + 1.0)
     return some_due, waiting
 
 
