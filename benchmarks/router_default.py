@@ -316,7 +316,7 @@ def floor(X, R, C, models, _orders, n=2000):
     kernels, rows = routing._kernels(), np.random.default_rng(0).permutation(len(X))[:n]
     work = policy._scratch_for(1)
     never = np.full_like(policy._next_fit, np.iinfo(np.int64).max)  # learn on copies of the state, no refit falling due
-    copy = [never if a is policy._next_fit else a.copy() if isinstance(a, np.ndarray) else a for a in work.learning]
+    copy = kernels.state(**{k: never if k == "next_fit" else a.copy() if isinstance(a, np.ndarray) else a for k, a in work.fields.items()})
     rng, arm = np.random.default_rng(0), np.zeros(1, dtype=np.int64)
     address = rng.bit_generator.ctypes.bit_generator.value  # the draws' generator: rng, kept alive here
 
@@ -329,9 +329,9 @@ def floor(X, R, C, models, _orders, n=2000):
         return 1e6 * t
 
     parts = {
-        "features, (C_g + lambda_g I)^-1 z, the scores and the Beta laws (prepare)": timed(lambda i: kernels.prepare(X[i][None], *work.preparing)),
+        "features, (C_g + lambda_g I)^-1 z, the scores and the Beta laws (prepare)": timed(lambda i: kernels.prepare(X[i][None], work.state)),
         "moments, the base's inverse-propensity weight and Sherman-Morrison after the played model's round (learn, on a copy)": timed(
-            lambda i: kernels.learn(arm, R[i, :1], policy._leader_z(), *copy)),
+            lambda i: kernels.learn(arm, R[i, :1], policy._leader_z(), copy)),
         "three Beta draws and a uniform, compiled on NumPy's generator (context_free_draws)": timed(
             lambda i: kernels.context_free_draws(address, work.ab, 1, work.draws)),
         "the recurring-prompt key (BLAKE2 of the embedding)": timed(lambda i: routing._key(X[i])),
@@ -353,7 +353,7 @@ def floor(X, R, C, models, _orders, n=2000):
     refit_one = fresh._refit
     fresh._refit = lambda r, g, C=None: (refits.append(g), refit_one(r, g, C))[1]
     play(fresh, ArrayReplay(X[rows], R[rows], C[rows]), 1, seed=0, reset_policy=False)
-    out_rows += [f"| one evidence refit (eigendecomposition of the {policy.n_components} x {policy.n_components} inverse and its rebuild, when "
+    out_rows += [f"| one evidence refit (tridiagonal reduction of the {policy.n_components} x {policy.n_components} inverse and its rebuild, when "
                  f"a model's count doubles; median of 5; {len(refits)} in the {n} decisions after the first 500) | {1e6 * t.min():.0f} | "
                  f"{1e6 * np.median(t):.0f} |", ""]
     return out_rows

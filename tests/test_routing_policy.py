@@ -123,6 +123,31 @@ def test_evidence_ridge_with_a_pooled_slope_precision_borrows_it_where_its_own_r
     assert all(50.0 < alpha < 200.0 for alpha in pooled)
 
 
+@pytest.mark.parametrize("lam0", [0.05, 40.0])
+def test_a_refit_without_eigenvectors_matches_the_eigendecomposition(lam0):
+    """From ``(C + lambda_0 I)^-1`` alone, the tridiagonal refit finds the eigendecomposition's lambda, noise, gamma,
+    ``(C + lambda I)^-1`` and theta, whether lambda moves down from ``lambda_0`` or up, with ``C`` short of full rank."""
+    from genbandit.policies import routing
+
+    rng = np.random.default_rng(3)
+    D, n = 30, 20
+    Phi = rng.normal(size=(n, D)) / np.sqrt(D)
+    y = Phi @ (0.3 * rng.normal(size=D)) + 0.2 * rng.normal(size=n)
+    Pc, yc = Phi - Phi.mean(0), y - y.mean()
+    policy = EvidenceThompson(n_arms=2, n_features=4, n_components=D, seed=0)
+    policy.reset(1)
+    policy._Cinv[0, 0] = np.triu(np.linalg.inv(Pc.T @ Pc + lam0 * np.eye(D)))
+    policy._lam[0, 0] = lam0
+    data = (Pc.T @ yc, float(yc @ yc), n, min(lam0, 1.0), {"pool": 0.05, "dof": 2.0, "alpha_pool": 0.0, "alpha_dof": 2.0})
+    shifted = routing._shifted_fit(policy._Cinv[0, 0], lam0, *data)
+    eigen = policy._eigen_fit(0, 0, None, *data)
+    assert (shifted[0] - lam0) * (1 if lam0 < 1 else -1) > 0  # lambda moved up from 0.05, down from 40
+    np.testing.assert_allclose(shifted[:3], eigen[:3], rtol=1e-10)
+    np.testing.assert_allclose(shifted[3], eigen[3], rtol=1e-10, atol=1e-12 * np.abs(eigen[3]).max())
+    np.testing.assert_allclose(shifted[4], eigen[4], rtol=1e-10, atol=1e-12 * np.abs(eigen[4]).max())
+    assert not np.tril(shifted[3], -1).any()  # the upper triangle only, as the kernels keep it
+
+
 def test_fit_logged_equals_updating_row_by_row():
     rng = np.random.default_rng(2)
     d, n = 6, 120
@@ -579,8 +604,9 @@ def test_compiled_kernels_decide_as_their_plain_python_versions(monkeypatch):
 
     compiled = play(EvidenceThompson(n_arms=3, n_features=6, n_components=12, bandwidth_sample=8, seed=4), 1)
     names = ("prompt_terms", "scores", "posterior_terms", "prepare", "learn", "count_cell", "beta_laws", "recurring", "priced", "pace", "override",
-             "override_laws", "decide", "context_free_draws", "_beta")
-    plain = SimpleNamespace(SYMV=_routing_numba.SYMV, **{name: getattr(_routing_numba, name).py_func for name in names})
+             "override_laws", "decide", "context_free_draws", "_beta", "shifted_moments")
+    plain = SimpleNamespace(SYMV=_routing_numba.SYMV, state=lambda **fields: SimpleNamespace(**fields),  # the plain kernels read its fields
+                            **{name: getattr(_routing_numba, name).py_func for name in names})
     for name in ("prompt_terms", "scores", "posterior_terms", "recurring", "priced", "beta_laws",  # what the plain prepare calls
                  "prepare", "context_free_draws", "override", "_beta"):  # and the plain decide
         monkeypatch.setattr(_routing_numba, name, getattr(plain, name))
