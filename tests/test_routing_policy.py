@@ -324,6 +324,35 @@ def test_state_dict_round_trip_continues_identically():
     assert all(a == b for a, b in picks)
 
 
+@pytest.mark.parametrize("make", [
+    lambda: EvidenceThompson(n_arms=3, n_features=5, n_components=20, bandwidth_sample=10, seed=3),
+    lambda: RFFUCB(n_arms=3, n_features=5, seed=3),
+], ids=["evidence-thompson", "rff-ucb"])
+def test_a_pickled_or_copied_policy_after_a_select_continues_identically(make):
+    """Pickled or deep-copied between a ``select`` and its ``update`` (a policy sent to a worker, say), the copy leaves the
+    per-decision scratch behind (EvidenceThompson's compiled state cannot be pickled) and decides as the original does."""
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(9)
+    X = _unit_rows(rng, 30, 5)
+    policy = make()
+    for t in range(60):
+        policy.update(policy.select(X[t % 30]), float(rng.random()), context=X[t % 30])
+    arm = policy.select(X[0])
+    copies = [pickle.loads(pickle.dumps(policy)), copy.deepcopy(policy)]
+    rewards = rng.random(30)
+    for other in [policy, *copies]:
+        other.update(arm, 0.5, context=X[0])
+    picks = []
+    for i in range(1, 30):
+        chosen = [p.select(X[i]) for p in (policy, *copies)]
+        picks.append(chosen)
+        for p, a in zip((policy, *copies), chosen):
+            p.update(a, float(rewards[i]), context=X[i])
+    assert all(len(set(c)) == 1 for c in picks), picks
+
+
 def test_a_state_saved_before_the_weighted_base_mean_loads_with_its_outcomes_at_weight_one():
     """A router's snapshot of the policy as it was (the regression-adjusted base mean: ``_Cinv_zbar``, no ``_weighted``) still
     loads, each model's outcomes so far weighing 1, and the policy goes on deciding."""

@@ -166,6 +166,12 @@ class _PerDecisionCache:
         self._last = None
         return super().reset(*args, **kwargs)
 
+    def __getstate__(self) -> dict:
+        """A copy or a pickle leaves the scratch behind too (it may reference this policy's own arrays, as
+        :class:`~genbandit.policies.routing.EvidenceThompson`'s compiled state does, which cannot be pickled): the copy
+        builds its own at its first decision, the same numbers."""
+        return {**vars(self), **dict.fromkeys(self._scratch)}
+
     def state_dict(self) -> dict:
         kept = {name: getattr(self, name, None) for name in self._scratch}
         vars(self).update(dict.fromkeys(kept))

@@ -393,12 +393,6 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             self._work = work
         return work
 
-    def __getstate__(self) -> dict:
-        """A copy or a pickle leaves the per-decision scratch behind (``_scratch``: the kernels'
-        :class:`~genbandit.policies._routing_numba.State` references this policy's arrays and cannot be pickled, and the cached
-        context refers to its contents): the copy builds its own at its first decision."""
-        return {**vars(self), **dict.fromkeys(self._scratch)}
-
     def _cached(self, contexts: np.ndarray) -> tuple:
         """(whether a model is untried, prompt keys) of each run's context, with its features, posterior and Beta laws in the
         scratch arrays (:meth:`_scratch_for`), the features zero where the bandwidth is not set yet.
