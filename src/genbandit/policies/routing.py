@@ -49,6 +49,7 @@ __all__ = ["EvidenceThompson", "argmax_law", "beta_argmax_law", "evidence_ridge"
 _LAMBDA_START = 1e6  # slope prior precision / noise precision before any evidence: no deviation
 _SHIFT_LIMIT = 100.0  # a refit from (C + lambda_0 I)^-1 with lambda_0 above this takes the eigendecomposition (EvidenceThompson._refit)
 _PRIOR_DOF = 2.0  # pseudo-rounds of the pooled variance in each model's noise estimate
+_EVIDENCE_ITERS = 50  # most steps of the evidence's fixed point, whichever way its moments are computed
 _TINY = 1e-12  # variance floor: rewards that never varied
 _SPREAD = np.concatenate([[-40.0, -20.0, -10.0, -7.0, -5.0], np.linspace(-4.0, 4.0, 17), [5.0, 7.0, 10.0, 20.0, 40.0]])  # law nodes, in sds
 _TAIL = np.geomspace(1e-12, 0.5, 16)  # law nodes at these tail probabilities of a Beta law with a < 1 (or b < 1)
@@ -62,7 +63,7 @@ _NODES, _NODE_WEIGHTS = np.polynomial.hermite_e.hermegauss(8)
 _NODE_WEIGHTS = _NODE_WEIGHTS / _NODE_WEIGHTS.sum()
 
 
-def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: float = 1.0, iters: int = 50, pool: float = 0.0,
+def evidence_ridge(eig: np.ndarray, proj: np.ndarray, syy: float, n: int, lam: float = 1.0, iters: int = _EVIDENCE_ITERS, pool: float = 0.0,
                    dof: float = 0.0, alpha_pool: float = 0.0, alpha_dof: float = 0.0) -> tuple[float, float, float]:
     """Evidence maximisation for Bayesian ridge regression on centred data (Bishop, PRML eqs. 3.91-3.95).
 
@@ -755,7 +756,7 @@ def _shifted_fit(P: np.ndarray, lam0: float, cxy: np.ndarray, syy: float, n: int
     tc[1:] += e * ct[:-1]
     shifted_moments = _kernels().shifted_moments
     moments = lambda lam: shifted_moments(d, e, ct, tc, lam - lam0, lam)  # noqa: E731
-    lam, s2, gamma = _evidence_fixed_point(moments, syy, n, start, 50, **prior)
+    lam, s2, gamma = _evidence_fixed_point(moments, syy, n, start, _EVIDENCE_ITERS, **prior)
     if not math.isfinite(gamma):
         return None
     delta = lam - lam0
