@@ -59,6 +59,15 @@ def test_the_log_reader_gives_back_what_was_logged(logged):
     assert np.allclose(log.rewards, U[np.arange(len(actions)), actions]) and log.skipped_no_reward == 0
 
 
+def test_a_log_read_over_other_models_names_the_same_decisions(logged):
+    log, _, _ = logged
+    other = log.with_models(["large", "extra", "small", "medium"])
+    assert [other.models[a] for a in other.actions] == [log.models[a] for a in log.actions]
+    assert other.n_arms == 4 and np.array_equal(other.rewards, log.rewards)
+    with pytest.raises(InvalidParameterError, match="medium"):
+        log.with_models(["small", "large"])
+
+
 @pytest.mark.parametrize("target_name", ["always:small", "always:medium", "always:large", "LinUCB"])
 def test_ips_snips_and_dr_agree_with_the_full_information_value_within_their_standard_errors(logged, target_name):
     log, U, q = logged

@@ -38,7 +38,7 @@ import functools
 import json
 import math
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +96,16 @@ class DecisionLog:
     def utilities(self, price: float = 0.0) -> np.ndarray:
         """reward - price x cost per decision (cost counts as 0 where not logged)."""
         return self.rewards - price * np.nan_to_num(self.costs) if price else self.rewards.copy()
+
+    def with_models(self, models: list[str]) -> "DecisionLog":
+        """The same decisions over ``models`` (another order, or more models), which must name every model the log chose."""
+        index = {m: k for k, m in enumerate(models)}
+        chosen = [self.models[a] for a in np.unique(self.actions)]
+        missing = [m for m in chosen if m not in index]
+        if missing:
+            raise InvalidParameterError(f"The log chose model(s) {missing} that {list(models)} does not name.")
+        remap = np.array([index.get(m, -1) for m in self.models], dtype=np.int64)
+        return replace(self, actions=remap[self.actions], models=list(models))
 
 
 def _float_or_nan(value: Any, field: str, where: str) -> float:
@@ -401,17 +411,17 @@ def build_config(candidates: list[PolicySpec], *, table: str | None = None, log:
                           "description": f"Full-information replay of `{table}`: {n} prompts, {env.n_arms} models ({', '.join(env.models)}), "
                                          f"{n_orders} random orders, utility = score - {price:g} x cost."})
     if log is not None:
+        logged = read_decision_log(log, models, embedding_model, cache_dir)  # read once: a log of prompts is embedded on reading
         if models is None and table is not None:  # the log's models are the table's (in its order) that the log chose
-            found = read_decision_log(log, None, embedding_model, cache_dir).models
-            unknown = [m for m in found if m not in env.models]
+            unknown = [m for m in logged.models if m not in env.models]
             if unknown:
                 raise InvalidParameterError(f"{log} names model(s) {unknown} that the table does not have (its models: {env.models}). "
                                             "Fix the names, or give the log's models with --models to read it on its own terms.")
-            models = [m for m in env.models if m in found]
+            models = [m for m in env.models if m in logged.models]
+            logged = logged.with_models(models)
         params = {"log": str(log), "price": price, "embedding_model": embedding_model, "cache_dir": cache_dir, "models": models,
                   "n_draws": n_draws, "seed": seed}
         params = {k: v for k, v in params.items() if v is not None}
-        logged = read_decision_log(log, models, embedding_model, cache_dir)
         _with_propensity(logged, str(log))
         chosen = np.bincount(logged.actions, minlength=logged.n_arms) > 0
         fixed = [{"label": f"always:{m}", "policy": "fixed", "params": {"arm": k}} for k, m in enumerate(logged.models) if chosen[k]]
