@@ -5,6 +5,9 @@ Side by side in one process, the same prompts in the same random orders for ever
 - ``quality``: router-default, LinUCB, RFF-UCB (bandwidth 0.5 and 5), plain Thompson sampling over
   the models, ParetoBandit (its package, cold start; its PCA features and our 384-d embeddings)
   and the best single model, over ``--orders`` orders;
+- ``paired`` (not in the default list): router-default against ParetoBandit (cold start, its PCA features) alone, on
+  the same ``--orders`` orders: each mean, their paired difference with its standard error, the median order's
+  difference and how many orders end more than 0.005 below the best single model;
 - ``budget``: at three budgets between the cheapest and the most expensive model's mean cost,
   router-default with ``budget`` against ParetoBandit with its ``BudgetPacer``;
 - ``warm``: router-default warm-started (``fit_logged``) from every logged outcome of one random
@@ -103,6 +106,25 @@ def quality(X, R, C, models, n_orders):
         print(f"{name}: {got['mean_reward'].mean():.4f}", file=sys.stderr, flush=True)
         out.append(_row(name, got, keys))
     return out + [""]
+
+
+def paired(X, R, C, models, n_orders):
+    """router-default and ParetoBandit on the same orders, order by order: what the quality section's means cannot say."""
+    G, d = R.shape[1], X.shape[1]
+    env = ArrayReplay(X, R, C, model_names=models)
+    ours = play(EvidenceThompson(n_arms=G, n_features=d, seed=0), env, n_orders, seed=0)["mean_reward"]
+    theirs = play(pareto(d, models, "pca"), env, n_orders, seed=0)["mean_reward"]
+    diff, best = ours - theirs, R.mean(0).max()
+
+    def se(v):
+        return v.std(ddof=1) / np.sqrt(len(v))
+
+    return ["## router-default against ParetoBandit, order by order", "",
+            f"{n_orders} orders, the same for both; mean ± standard error over orders.", "",
+            "| router-default | ParetoBandit (cold start, its PCA features) | paired difference | median order's difference | "
+            "orders below the best single model by more than 0.005: router-default, ParetoBandit |", "|---|---|---|---|---|",
+            f"| {ours.mean():.5f} ± {se(ours):.5f} | {theirs.mean():.5f} ± {se(theirs):.5f} | {diff.mean():+.5f} ± {se(diff):.5f} | "
+            f"{np.median(diff):+.5f} | {(ours < best - 0.005).sum()}, {(theirs < best - 0.005).sum()} |", ""]
 
 
 def budgets(X, R, C, models, n_orders):
@@ -377,7 +399,7 @@ def main(argv=None) -> int:
         f"Best single model: {models[best]}, {R[:, best].mean():.4f}.",
         "",
     ]
-    sections = {"quality": quality, "budget": budgets, "warm": warm, "streams": streams, "floor": floor}
+    sections = {"quality": quality, "paired": paired, "budget": budgets, "warm": warm, "streams": streams, "floor": floor}
     for name in args.sections.split(","):
         if name in ("speed", "setup4"):
             out += speed(X, R, C, models, repeats=args.repeats) if name == "speed" else setup4()
