@@ -194,7 +194,8 @@ def test_a_plain_generation_config_gives_no_warning():
 def test_models_that_cannot_serve_raise_what_they_lack():
     torch.manual_seed(0)
     mamba = transformers.MambaForCausalLM(transformers.MambaConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, state_size=4))
-    with pytest.raises(InvalidParameterError, match=r"MambaForCausalLM\) returns no KV cache"):
+    # transformers before 5.24 return no cache from Mamba, later ones a cache whose recurrent layers cannot be cropped
+    with pytest.raises(InvalidParameterError, match=r"MambaForCausalLM\) (returns no KV cache|has a cache .* cannot be cropped)"):
         SpeculativeDecoder(mamba.eval(), {"suffix": SuffixMatchDrafter()})
     t5 = transformers.T5ForConditionalGeneration(transformers.T5Config(vocab_size=VOCAB, d_model=16, d_ff=16, num_layers=1,
                                                                        num_heads=2, d_kv=8))

@@ -230,6 +230,9 @@ class ModelDrafter(Drafter):
         self.model = model
         self.name = name
         self.vocab: int | None = None  # the target's vocabulary size; None: the draft model's own
+        from .tensors import cache_keyword  # torch is imported with the model only
+
+        self._cache_keyword = cache_keyword(model)
 
     def start(self, prompt_len: int) -> None:
         super().start(prompt_len)
@@ -256,7 +259,7 @@ class ModelDrafter(Drafter):
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
         import torch
 
-        from .tensors import context_length, crop_cache, keep_past, tempered_probs
+        from .tensors import context_length, crop_cache, keep_past, returned_cache, tempered_probs
 
         if k <= 0:
             return Draft([])
@@ -289,8 +292,8 @@ class ModelDrafter(Drafter):
         with torch.no_grad():
             for _ in range(k):
                 first = self._cache is None
-                out = self.model(torch.tensor([feed], device=device), past_key_values=self._cache, use_cache=True)
-                self._cache = out.past_key_values
+                out = self.model(torch.tensor([feed], device=device), use_cache=True, **{self._cache_keyword: self._cache})
+                self._cache = returned_cache(out)
                 self._cached.extend(feed)
                 if first:
                     self._cache = keep_past(self._cache)

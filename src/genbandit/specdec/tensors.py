@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 
 from ..core.validation import InvalidParameterError
 
-__all__ = ["check_causal_lm", "context_length", "crop_cache", "keep_past", "tempered_probs", "vocab_size"]
+__all__ = ["cache_keyword", "check_causal_lm", "context_length", "crop_cache", "keep_past", "returned_cache", "tempered_probs", "vocab_size"]
 
 
 def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -16,6 +17,18 @@ def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()
     return torch.softmax(logits / temperature, dim=-1)
+
+
+def cache_keyword(model: Any) -> str:
+    """The name under which ``model``'s forward pass takes its KV cache: ``cache`` in transformers 5.24 and later (where
+    ``past_key_values`` is deprecated, to be removed in 5.40), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def returned_cache(out: Any) -> Any:
+    """The KV cache a forward pass returned (``out.cache`` in transformers 5.24 and later, ``out.past_key_values`` before), or None."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
 def crop_cache(cache: Any, length: int) -> Any:
@@ -89,9 +102,9 @@ def check_causal_lm(model: Any, role: str) -> torch.device:
         raise InvalidParameterError(f"The {role} ({name}) cannot run a forward pass on token ids with use_cache=True: {error}") from error
     if getattr(out, "logits", None) is None:
         raise InvalidParameterError(f"The {role} ({name}) returns no logits: it is not a causal LM (load it with AutoModelForCausalLM).")
-    cache = getattr(out, "past_key_values", None)
+    cache = returned_cache(out)
     if cache is None:
-        raise InvalidParameterError(f"The {role} ({name}) returns no KV cache (past_key_values): recurrent models (Mamba, RWKV) "
+        raise InvalidParameterError(f"The {role} ({name}) returns no KV cache: recurrent models (Mamba, RWKV) "
                                     "and models that are not decoders cannot undo a rejected draft.")
     if not isinstance(cache, tuple) and not (hasattr(cache, "crop") and hasattr(cache, "get_seq_length")):
         raise InvalidParameterError(f"The {role} ({name}) returns a KV cache ({type(cache).__name__}) without crop: "
