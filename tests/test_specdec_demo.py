@@ -18,6 +18,7 @@ from genbandit.specdec.demo_training import (
     distinct_ngram_share,
     greedy_quality,
     held_out_loss,
+    held_out_prefixes,
     load_models,
     load_tokenizer,
 )
@@ -64,6 +65,16 @@ def test_repeats_in_the_shipped_target_greedy_text_are_measured_as_recorded(toke
     # the unlikelihood fine-tuning at least tripled it (0.128 before, a loop like "of the end of the end"; 0.53 after)
     assert quality["distinct_4gram_share"] > 3 * RECORD["target"]["before_finetune"]["greedy"]["distinct_4gram_share"]
     assert distinct_ngram_share([7] * 50) < 0.05 < 0.9 < distinct_ngram_share(list(b"def read_config(path): return open(path).read()"))
+
+
+def test_prompts_no_one_chose_measure_the_shipped_target_as_documented(corpus, tokenizer):
+    """48 windows of held-out text as prompts (docs/specdec.md's shares table): the same prompts every time, none with an end of
+    text, and the shipped target's share on them as documented (0.536; the maximum-likelihood target's text looped)."""
+    prefixes = held_out_prefixes(tokenizer, corpus[1])
+    assert len(prefixes) == 48 == len(set(prefixes)) and prefixes == held_out_prefixes(tokenizer, corpus[1])
+    assert all(tokenizer.eos_token_id not in tokenizer.encode(p) for p in prefixes)
+    target, _ = load_models()
+    assert greedy_quality(target, tokenizer, prefixes)["distinct_4gram_share"] == 0.536
 
 
 @pytest.mark.skipif(platform.python_version() != RECORD["python"], reason="the corpus is this Python version's standard library")

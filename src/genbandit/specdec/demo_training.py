@@ -34,7 +34,7 @@ import numpy as np
 
 __all__ = ["DEMO_PROMPTS", "TARGET_CONFIG", "DRAFT_CONFIG", "TRAIN", "SHIPPED_DIR", "corpus_texts", "train_tokenizer", "corpus", "build_model",
            "train_models", "prepare", "train_model", "finish", "load_models", "load_tokenizer", "byte_lengths", "held_out_loss",
-           "distinct_ngram_share", "greedy_quality", "greedy_shares", "repeated_ngram_mask", "finetune_target", "QUALITY_PROMPTS"]
+           "distinct_ngram_share", "greedy_quality", "greedy_shares", "held_out_prefixes", "repeated_ngram_mask", "finetune_target", "QUALITY_PROMPTS"]
 
 #: Where the package keeps the trained demo models (``target/``, ``draft/``, ``training.json``).
 SHIPPED_DIR = Path(__file__).with_name("demo_models")
@@ -221,6 +221,18 @@ def greedy_quality(model: Any, tokenizer: Any, prompts: Sequence[str] = QUALITY_
     return {"distinct_4gram_share": round(float(np.mean(shares)), 3), "per_prompt": shares, "samples": samples}
 
 
+def held_out_prefixes(tokenizer: Any, held: np.ndarray, count: int = 48, length: int = 32, seed: int = 7) -> list[str]:
+    """``count`` prompts no one chose: windows of ``length`` tokens of the held-out token stream (:func:`corpus`) at offsets
+    drawn by ``numpy.random.default_rng(seed)``, those that hold an end of text skipped; for :func:`greedy_quality`."""
+    rng, prefixes = np.random.default_rng(seed), []
+    while len(prefixes) < count:
+        start = int(rng.integers(0, len(held) - length))
+        window = held[start : start + length]
+        if tokenizer.eos_token_id not in window:
+            prefixes.append(tokenizer.decode(window.tolist()))
+    return prefixes
+
+
 def greedy_shares(model: Any, tokenizer: Any) -> dict:
     """:func:`greedy_quality` on :data:`QUALITY_PROMPTS` (``"greedy"``) and on the demo's code and text prompts (``"greedy_demo_prompts"``)."""
     return {"greedy": greedy_quality(model, tokenizer),
@@ -323,12 +335,15 @@ def _greedy_continuations(model: Any, prefixes: Any, length: int) -> Any:
     """``length`` greedy tokens after each row of ``prefixes`` (``batch x prefix``), with the key-value cache; no gradient."""
     import torch
 
+    from .tensors import cache_keyword, returned_cache
+
+    keyword = cache_keyword(model)
     with torch.no_grad():
         out = model(prefixes, use_cache=True)
         tokens = []
         for _ in range(length):
             tokens.append(out.logits[:, -1].argmax(-1, keepdim=True))
-            out = model(tokens[-1], past_key_values=out.past_key_values, use_cache=True)
+            out = model(tokens[-1], use_cache=True, **{keyword: returned_cache(out)})
     return torch.cat(tokens, dim=1)
 
 
