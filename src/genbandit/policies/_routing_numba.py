@@ -242,10 +242,7 @@ def learn(arms, rewards, leader_z, state):  # pragma: no cover - compiled
         n[r, g] += 1
         ybar[r, g] += dy / (k + 1.0)
         syy[r, g] += w * dy * dy
-        forced = False
-        for j in range(untried.shape[1]):
-            forced = forced or untried[r, j]
-        weight = 1.0 if forced else base_weight(out[5], out[1], out[6], out[3], out[4], ab, r, g, has_cell[r], leader_z, z_override, tiny,
+        weight = 1.0 if _any(untried[r : r + 1]) else base_weight(out[5], out[1], out[6], out[3], out[4], ab, r, g, has_cell[r], leader_z, z_override, tiny,
                                                 nodes, node_weights, laws, law)
         total = weighted[r, g, 0] + weight
         weighted[r, g, 0] = total
@@ -386,12 +383,20 @@ def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta
     terms = np.empty((2, n.shape[0], n.shape[1]))
     prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms)
     scores(n, ybar, syy, fitted, gamma, ymin, ymax, weighted, terms, prior_dof, tiny, out)
-    fresh = False
     for r in range(n.shape[0]):
         for g in range(n.shape[1]):
             untried[r, g] = n[r, g] < min_plays
-            fresh = fresh or untried[r, g]
-    return fresh
+    return _any(untried)
+
+
+@njit(cache=True, nogil=True)
+def _any(flags):  # pragma: no cover - compiled
+    """Whether any of the ``(R, G)`` ``flags`` is set."""
+    for r in range(flags.shape[0]):
+        for g in range(flags.shape[1]):
+            if flags[r, g]:
+                return True
+    return False
 
 
 @njit(cache=True, nogil=True)
@@ -616,13 +621,7 @@ def decide(contexts, prepared, state, generator, leader_z):  # pragma: no cover 
     ``out[5], out[1], out[6], out[3], out[4]`` into ``state.chosen``.
     """
     untried = state.untried
-    if prepared:
-        fresh = False
-        for r in range(untried.shape[0]):
-            for g in range(untried.shape[1]):
-                fresh = fresh or untried[r, g]
-    else:
-        fresh = prepare(contexts, state)
+    fresh = _any(untried) if prepared else prepare(contexts, state)
     context_free_draws(generator, state.ab, 0 if fresh else untried.shape[0], state.draws)
     if not fresh:
         out = state.out
