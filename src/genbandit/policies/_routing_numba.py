@@ -242,7 +242,8 @@ def learn(arms, rewards, leader_z, state):  # pragma: no cover - compiled
         n[r, g] += 1
         ybar[r, g] += dy / (k + 1.0)
         syy[r, g] += w * dy * dy
-        weight = 1.0 if _any(untried[r : r + 1]) else base_weight(out[5], out[1], out[6], out[3], out[4], ab, r, g, has_cell[r], leader_z, z_override, tiny,
+        forced = _any(untried[r : r + 1])  # a model untried: the round's choice ignored the prompt
+        weight = 1.0 if forced else base_weight(out[5], out[1], out[6], out[3], out[4], ab, r, g, has_cell[r], leader_z, z_override, tiny,
                                                 nodes, node_weights, laws, law)
         total = weighted[r, g, 0] + weight
         weighted[r, g, 0] = total

@@ -41,7 +41,7 @@ from ..core.base import Policy
 from ..core.registry import POLICIES
 from ..core.validation import InvalidInputError, InvalidParameterError
 from .drafters import Draft, Drafter
-from .tensors import cache_keyword, check_causal_lm, context_length, crop_cache, keep_past, returned_cache, tempered_probs, vocab_size
+from .tensors import cached_forward, check_causal_lm, context_length, crop_cache, keep_past, tempered_probs, vocab_size
 
 __all__ = ["Arm", "GenerationResult", "SpeculativeDecoder", "crop_cache", "tempered_probs", "make_policy", "SERVING_POLICY"]
 
@@ -222,7 +222,6 @@ class SpeculativeDecoder:
         # random generator lives there, since torch draws only with a generator on the tensor's own device
         self._logits_device = check_causal_lm(target, "target")
         self.target = target
-        self._cache_keyword = cache_keyword(target)
         self.drafters = dict(drafters)
         self.lengths = lengths
         self.temperature = float(temperature)
@@ -282,8 +281,8 @@ class SpeculativeDecoder:
     def _forward(self, tokens: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
         # no attention mask and no position ids: batch size 1 has no padding, and every model tested derives the positions
         # (absolute or rotary) from the cache's length, which a crop sets back
-        out = self.target(torch.tensor([tokens], device=self._device), use_cache=True, **{self._cache_keyword: cache})
-        return out.logits[0], returned_cache(out) if cache is not None else keep_past(returned_cache(out))
+        logits, extended = cached_forward(self.target, torch.tensor([tokens], device=self._device), cache)
+        return logits[0], extended if cache is not None else keep_past(extended)
 
     def _verify(self, ids: list[int], draft: Draft, cache: Any, generator: torch.Generator) -> tuple[list[int], Any]:
         """One target pass over ``[ids[-1]] + draft``; returns the emitted tokens and the cropped cache."""

@@ -335,15 +335,14 @@ def _greedy_continuations(model: Any, prefixes: Any, length: int) -> Any:
     """``length`` greedy tokens after each row of ``prefixes`` (``batch x prefix``), with the key-value cache; no gradient."""
     import torch
 
-    from .tensors import cache_keyword, returned_cache
+    from .tensors import cached_forward
 
-    keyword = cache_keyword(model)
     with torch.no_grad():
-        out = model(prefixes, use_cache=True)
+        logits, cache = cached_forward(model, prefixes, None)
         tokens = []
         for _ in range(length):
-            tokens.append(out.logits[:, -1].argmax(-1, keepdim=True))
-            out = model(tokens[-1], use_cache=True, **{keyword: returned_cache(out)})
+            tokens.append(logits[:, -1].argmax(-1, keepdim=True))
+            logits, cache = cached_forward(model, tokens[-1], cache)
     return torch.cat(tokens, dim=1)
 
 

@@ -230,9 +230,6 @@ class ModelDrafter(Drafter):
         self.model = model
         self.name = name
         self.vocab: int | None = None  # the target's vocabulary size; None: the draft model's own
-        from .tensors import cache_keyword  # torch is imported with the model only
-
-        self._cache_keyword = cache_keyword(model)
 
     def start(self, prompt_len: int) -> None:
         super().start(prompt_len)
@@ -259,7 +256,7 @@ class ModelDrafter(Drafter):
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
         import torch
 
-        from .tensors import context_length, crop_cache, keep_past, returned_cache, tempered_probs
+        from .tensors import cached_forward, context_length, crop_cache, keep_past, tempered_probs
 
         if k <= 0:
             return Draft([])
@@ -292,13 +289,12 @@ class ModelDrafter(Drafter):
         with torch.no_grad():
             for _ in range(k):
                 first = self._cache is None
-                out = self.model(torch.tensor([feed], device=device), use_cache=True, **{self._cache_keyword: self._cache})
-                self._cache = returned_cache(out)
+                logits, self._cache = cached_forward(self.model, torch.tensor([feed], device=device), self._cache)
                 self._cached.extend(feed)
                 if first:
                     self._cache = keep_past(self._cache)
                     self._floor = len(self._cached)
-                logits = self._law_logits(out.logits[0, -1])
+                logits = self._law_logits(logits[0, -1])
                 if temperature > 0:
                     p = tempered_probs(logits, temperature)
                     # drawn where the decoder's generator lives (the target's device, which may not be the draft's)

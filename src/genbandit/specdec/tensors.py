@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -9,7 +10,7 @@ import torch
 
 from ..core.validation import InvalidParameterError
 
-__all__ = ["cache_keyword", "check_causal_lm", "context_length", "crop_cache", "keep_past", "returned_cache", "tempered_probs", "vocab_size"]
+__all__ = ["cached_forward", "check_causal_lm", "context_length", "crop_cache", "keep_past", "returned_cache", "tempered_probs", "vocab_size"]
 
 
 def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -19,10 +20,19 @@ def tempered_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.softmax(logits / temperature, dim=-1)
 
 
-def cache_keyword(model: Any) -> str:
-    """The name under which ``model``'s forward pass takes its KV cache: ``cache`` in transformers 5.24 and later (where
-    ``past_key_values`` is deprecated, to be removed in 5.40), ``past_key_values`` before."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+@functools.lru_cache(maxsize=None)
+def _cache_keyword(model_class: type) -> str:
+    """The name under which the forward pass of ``model_class`` takes its KV cache: ``cache`` in transformers 5.24 and later
+    (where ``past_key_values`` is deprecated, to be removed in 5.40), ``past_key_values`` before; read from the class, once
+    per class, so that a wrapper an instance's ``forward`` may carry does not hide it."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def cached_forward(model: Any, input_ids: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any]:
+    """``model``'s forward pass over ``input_ids`` continuing its KV ``cache`` (None: from nothing): ``(logits, the cache
+    extended by input_ids)``, the cache passed under the name the installed transformers takes."""
+    out = model(input_ids, use_cache=True, **{_cache_keyword(type(model)): cache})
+    return out.logits, returned_cache(out)
 
 
 def returned_cache(out: Any) -> Any:
