@@ -147,3 +147,27 @@ def test_ctrl_c_keeps_the_finished_prompts(tmp_path):
     assert "interrupted: 2 of 4 prompts finished" in (tmp_path / "log.txt").read_text()
     assert {line.split(",")[0] for line in (tmp_path / "results.csv").read_text().splitlines()[1:]} == {"0", "1"}
     assert demo.cached_demo_table(tmp_path) is None  # an interrupted run does not stand for the demo
+
+
+def test_cli_generate_keeps_the_serving_policy_state_across_runs(tmp_path, capsys):
+    from genbandit.cli import main
+    from genbandit.core.base import Policy
+
+    state = tmp_path / "serving.json"
+    argv = ["specdec", "generate", "--target", str(SHIPPED_DIR / "target"), "--draft", str(SHIPPED_DIR / "draft"), "--lengths", "3,6",
+            "--prompt", demo.DEMO_PROMPTS[0][1], "--max-new-tokens", "48", "--policy-state", str(state), "--check", "--quiet"]
+    assert main(argv) == 0 and state.exists()
+    first = Policy.from_state_dict(json.loads(state.read_text()))
+    assert main(argv) == 0 and "identical to plain greedy decoding: yes" in capsys.readouterr().out
+    second = Policy.from_state_dict(json.loads(state.read_text()))
+    # the second run started from the first one's state: its carried rounds add up (own pulls: column 3 of the sums)
+    carried = lambda p: p._carried[..., 3].sum() + p._current[..., 3].sum()
+    assert carried(second) > carried(first) > 0
+    capsys.readouterr()
+    assert main(argv[:6] + ["--lengths", "2,4"] + argv[8:]) != 0  # another arm set: refused, naming what differs
+    assert "other settings (arm_lengths)" in capsys.readouterr().err
+    saved = state.read_text()
+    state.write_text("not json")
+    assert main(argv) != 0 and "not a policy state genbandit wrote" in capsys.readouterr().err
+    state.write_text(saved)
+    assert main(argv + ["--arm", "plain"]) != 0 and "a fixed --arm has none" in capsys.readouterr().err

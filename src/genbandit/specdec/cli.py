@@ -6,6 +6,8 @@ torch and transformers are imported inside the handlers, so ``genbandit --help``
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -29,12 +31,18 @@ def register(subparsers) -> None:
     gen.add_argument("--lengths", default="1,2,4", help="comma-separated speculation lengths (default 1,2,4)")
     gen.add_argument("--no-plain", action="store_true", help="leave out the arm 'plain' (length 0)")
     gen.add_argument("--policy", default=SERVING_POLICY, help=f"registered policy choosing the arm each round (default {SERVING_POLICY}, which learns across prompts)")
+    gen.add_argument("--policy-state", type=Path, help="a JSON file of the policy's learned state: read at the start if it exists "
+                     "(so a restarted server starts from what it learned), written after the prompts")
     gen.add_argument("--arm", help="a fixed arm label instead of a policy (e.g. plain, suffix:4)")
     gen.add_argument("--all-arms", action="store_true", help="also run every fixed arm and print them all")
     gen.add_argument("--reward", choices=["tokens", "throughput"], default="tokens", help="the bandit's reward (default tokens)")
     gen.add_argument("--max-new-tokens", type=int, default=128)
     gen.add_argument("--temperature", type=float, default=0.0, help="0 for greedy decoding (default)")
     gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--dtype", choices=["float32", "bfloat16", "float16", "auto"], default="float32",
+                     help="the models' weights in memory (default float32; 'auto': as saved). In 16-bit formats a verification "
+                     "pass over several tokens can round differently from one-token steps, so greedy outputs may differ from "
+                     "plain decoding where two tokens nearly tie")
     gen.add_argument("--threads", type=int, help="torch CPU threads")
     gen.add_argument("--check", action="store_true", help="greedy only: also decode plainly and say whether outputs are identical")
     gen.add_argument("--quiet", action="store_true", help="do not print the generated text")
@@ -67,8 +75,10 @@ def _has_tokenizer(path: str) -> bool:
     return folder.is_dir() and any((folder / f).exists() for f in _TOKENIZER_FILES)
 
 
-def _load_causal_lm(path: str, flag: str):
-    """The causal LM saved at ``path`` (a folder, or a hub name already cached), or a clear error naming ``flag``."""
+def _load_causal_lm(path: str, flag: str, dtype: str = "float32"):
+    """The causal LM saved at ``path`` (a folder, or a hub name already cached) with its weights in ``dtype`` ("auto": as
+    saved; transformers 5 loads them as saved unless told), or a clear error naming ``flag``."""
+    import torch
     from transformers import AutoModelForCausalLM
 
     from ..core.validation import InvalidParameterError
@@ -77,9 +87,13 @@ def _load_causal_lm(path: str, flag: str):
     if not folder.exists() and (folder.is_absolute() or path.startswith((".", "~")) or path.count("/") > 1):
         raise InvalidParameterError(f"{flag} {path}: no folder there (give a folder written by save_pretrained, or a cached hub name).")
     try:
-        return AutoModelForCausalLM.from_pretrained(str(folder) if folder.exists() else path).eval()
+        model = AutoModelForCausalLM.from_pretrained(str(folder) if folder.exists() else path,
+                                                     dtype=dtype if dtype == "auto" else getattr(torch, dtype))
     except (OSError, ValueError, KeyError) as error:  # a folder without a model, or a model that is not a causal LM
         raise InvalidParameterError(f"{flag} {path}: not a causal LM that AutoModelForCausalLM can load ({error})") from error
+    if dtype != "auto":
+        model = model.to(getattr(torch, dtype))  # what from_pretrained left in the saved dtype (buffers, some composite models)
+    return model.eval()
 
 
 def _check_vocabularies(args: argparse.Namespace, target, draft, tokenizer) -> None:
@@ -131,11 +145,11 @@ def _generate(args: argparse.Namespace) -> int:
     prompts = list(args.prompt) + [p.read_text() for p in args.prompt_file]
     if not prompts:
         raise InvalidParameterError("Give at least one --prompt or --prompt-file.")
-    target = _load_causal_lm(args.target, "--target")
+    target = _load_causal_lm(args.target, "--target", args.dtype)
     tokenizer = _load_tokenizer(args.tokenizer, args.target, target.config.vocab_size)
     draft = None
     if args.draft is not None:
-        draft = _load_causal_lm(args.draft, "--draft")
+        draft = _load_causal_lm(args.draft, "--draft", args.dtype)
         _check_vocabularies(args, target, draft, tokenizer)
     drafters = {}
     for name in _split(args.drafters):
@@ -158,10 +172,16 @@ def _generate(args: argparse.Namespace) -> int:
         temperature=args.temperature, eos_token_id=eos,
     )
     runs: list[tuple[str, dict]] = []
+    policy = None
     if args.arm is not None:
+        if args.policy_state is not None:
+            raise InvalidParameterError("--policy-state keeps a policy's state; a fixed --arm has none.")
         runs.append((args.arm, {"arm": args.arm}))
     else:  # one policy object for all prompts: a policy that learns across responses carries its state
-        runs.append((args.policy, {"policy": decoder.make_policy(args.policy, seed=args.seed)}))
+        policy = decoder.make_policy(args.policy, seed=args.seed)
+        if args.policy_state is not None and args.policy_state.exists():
+            policy = _load_policy_state(args.policy_state, policy)
+        runs.append((args.policy, {"policy": policy}))
     if args.all_arms:
         runs += [(arm.label, {"arm": arm.label}) for arm in decoder.arms if arm.label != args.arm]
     identical = True
@@ -183,10 +203,42 @@ def _generate(args: argparse.Namespace) -> int:
     for i, label, res in rows:
         pulls = " ".join(f"{k}={v}" for k, v in res.arm_counts().items() if v)
         print(f"{i:>6}  {label:<16} {len(res.tokens):>6} {res.rounds:>6} {res.mat:>6.2f} {res.tokens_per_second:>9.1f}  {pulls}")
+    if policy is not None and args.policy_state is not None:
+        _save_policy_state(args.policy_state, policy)
+        print(f"\npolicy state written to {args.policy_state}")
     if args.check and args.temperature == 0:
         print(f"\nidentical to plain greedy decoding: {'yes' if identical else 'NO'}")
         return 0 if identical else 1
     return 0
+
+
+def _load_policy_state(path: Path, fresh):
+    """The policy saved at ``path``, checked against ``fresh`` (the policy this run's arms make): the same class and
+    hyperparameters (arms, lengths, drafters), or a clear error saying what differs. Its learned round times are this
+    machine's only if it was saved here; on another they are replaced within ``memory`` rounds."""
+    from ..core.base import Policy
+    from ..core.validation import InvalidInputError, InvalidParameterError
+
+    try:
+        saved = Policy.from_state_dict(json.loads(path.read_text()))
+    except (json.JSONDecodeError, UnicodeDecodeError, InvalidInputError) as error:
+        raise InvalidParameterError(f"--policy-state {path}: not a policy state genbandit wrote ({error})") from error
+    theirs, ours = saved.get_params(), fresh.get_params()
+    theirs.pop("seed", None), ours.pop("seed", None)
+    if type(saved) is not type(fresh) or theirs != ours:
+        differs = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+        raise InvalidParameterError(f"--policy-state {path}: saved for {type(saved).__name__} with other settings "
+                                    f"({', '.join(differs) or 'the class'}) than this run's {type(fresh).__name__}; "
+                                    "give the same --policy, --drafters, --lengths and --no-plain, or another file.")
+    return saved
+
+
+def _save_policy_state(path: Path, policy) -> None:
+    """Write ``policy``'s state to ``path`` whole or not at all (a temporary file renamed over it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(policy.state_dict()))
+    os.replace(tmp, path)
 
 
 def _demo(args: argparse.Namespace) -> int:
