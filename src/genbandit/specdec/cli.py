@@ -86,13 +86,13 @@ def _load_causal_lm(path: str, flag: str, dtype: str = "float32"):
     folder = Path(path).expanduser()
     if not folder.exists() and (folder.is_absolute() or path.startswith((".", "~")) or path.count("/") > 1):
         raise InvalidParameterError(f"{flag} {path}: no folder there (give a folder written by save_pretrained, or a cached hub name).")
+    weights = dtype if dtype == "auto" else getattr(torch, dtype)
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(folder) if folder.exists() else path,
-                                                     dtype=dtype if dtype == "auto" else getattr(torch, dtype))
+        model = AutoModelForCausalLM.from_pretrained(str(folder) if folder.exists() else path, dtype=weights)
     except (OSError, ValueError, KeyError) as error:  # a folder without a model, or a model that is not a causal LM
         raise InvalidParameterError(f"{flag} {path}: not a causal LM that AutoModelForCausalLM can load ({error})") from error
-    if dtype != "auto":
-        model = model.to(getattr(torch, dtype))  # what from_pretrained left in the saved dtype (buffers, some composite models)
+    if dtype != "auto":  # the Auto path may leave composite models in their saved dtype (transformers issue 46459)
+        model = model.to(weights)
     return model.eval()
 
 
@@ -223,8 +223,7 @@ def _load_policy_state(path: Path, fresh):
         saved = Policy.from_state_dict(json.loads(path.read_text()))
     except (json.JSONDecodeError, UnicodeDecodeError, InvalidInputError) as error:
         raise InvalidParameterError(f"--policy-state {path}: not a policy state genbandit wrote ({error})") from error
-    theirs, ours = saved.get_params(), fresh.get_params()
-    theirs.pop("seed", None), ours.pop("seed", None)
+    theirs, ours = ({k: v for k, v in policy.get_params().items() if k != "seed"} for policy in (saved, fresh))
     if type(saved) is not type(fresh) or theirs != ours:
         differs = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
         raise InvalidParameterError(f"--policy-state {path}: saved for {type(saved).__name__} with other settings "
