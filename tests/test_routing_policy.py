@@ -513,6 +513,34 @@ def test_router_default_group_replays_each_router_under_a_budget(tmp_path):
     assert single["mean_reward"] == pytest.approx([0.9278125, 0.9278125], rel=1e-12) and single["opr"] == [0.6375, 0.6375]
 
 
+def test_paretobandit_without_its_registry_prior_starts_knowing_nothing_about_the_models():
+    """ParetoBandit's cold start carries its registry's +0.05 on the slow model (gemini-2.5-pro) and so plays it from the first
+    round; ``registry_prior=False`` zeroes that bias and nothing else: the first plays spread over the models."""
+    pytest.importorskip("pareto_bandit")
+    from genbandit.policies.paretobandit import ParetoBanditRouter
+
+    X = _unit_rows(np.random.default_rng(0), 1, 384)
+    slow = "google/gemini-2.5-pro"
+    firsts, bandits = {}, {}
+    for prior in (True, False):
+        policy = ParetoBanditRouter(n_arms=3, features="raw", registry_prior=prior, seed=0)
+        policy.reset(12)
+        firsts[prior] = [policy.models[a] for a in policy.select_batch(np.repeat(X, 12, axis=0))]
+        bandits[prior] = policy.routers[0].bandit
+    assert firsts[True] == [slow] * 12
+    assert len(set(firsts[False])) == 3
+    for prior, bias in ((True, 0.05), (False, 0.0)):
+        assert {m: bandits[prior].theta[m][-1] for m in bandits[prior].models} == pytest.approx(
+            {m: bias if m == slow else 0.0 for m in bandits[prior].models}, abs=1e-12)
+    on, off = bandits[True], bandits[False]
+    assert (on.alpha, on.gamma, on.dim, on.init_lambda) == (off.alpha, off.gamma, off.dim, off.init_lambda)
+    assert all(np.array_equal(on.A[m], off.A[m]) for m in on.models)
+    from genbandit.core.validation import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="registry_prior"):
+        ParetoBanditRouter(n_arms=3, registry_prior=1, seed=0)
+
+
 
 def _trained_on_bernoulli_models():
     """An EvidenceThompson after 40 rounds on three Bernoulli models (0.4, 0.5, 0.6) with 4-d contexts, and a new context."""

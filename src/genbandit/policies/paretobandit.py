@@ -34,6 +34,15 @@ class ParetoBanditRouter(Policy):
     are clipped to [0, 1], as the package does. ``arm_names`` are the model ids of the arms, in
     order (the package's own models by default). Each run's router is seeded from the policy's seed.
 
+    ``registry_prior``: even with ``priors="none"`` the package's cold start is not blind. Its model
+    registry gives each model a speed profile (the shipped one marks gemini-2.5-pro "slow"), and
+    ``BanditRouter.create`` shifts a slow model's bias weight by the registry's ``slow_bias``, +0.05
+    (``fast_bias`` and ``balanced_bias`` are 0): with the package's UCB weight of 0.01 the router plays
+    the slow model from its first round. ``registry_prior=False`` sets the three biases to 0 through
+    the package's own ``RouterConfig(registration=RegistrationConfig(...))``, nothing else changed (the
+    same LinUCB, features, alpha and forgetting): a router that starts knowing nothing about the
+    models, to compare with routers that do not either.
+
     The routers are the package's objects, which cannot be written to JSON; the learned state is
     the history of each run (routed features, feedback), and a policy restored from ``state_dict``
     rebuilds its routers by replaying it.
@@ -52,14 +61,17 @@ class ParetoBanditRouter(Policy):
         "arm_names": [None, tuple, list],
         "features": [Options(("pca", "raw"))],
         "budget": [None, Interval(Real, 0, None, "neither")],
+        "registry_prior": [bool],
     }
 
-    def __init__(self, n_arms: int, n_features: int = 384, arm_names=None, features: str = "pca", budget: float | None = None, seed=None) -> None:
+    def __init__(self, n_arms: int, n_features: int = 384, arm_names=None, features: str = "pca", budget: float | None = None,
+                 registry_prior: bool = True, seed=None) -> None:
         self.n_arms = n_arms
         self.n_features = n_features
         self.arm_names = arm_names
         self.features = features
         self.budget = budget
+        self.registry_prior = registry_prior
         self.seed = seed
 
     # ----------------------------------------------------------------- the package's routers
@@ -73,10 +85,14 @@ class ParetoBanditRouter(Policy):
             self.feature_service = pb.FeatureService(custom_encoder=lambda key: self.pending[int(key)], pca_path=DEFAULT_PCA_PATH, embedding_dim=self.n_features)
         else:
             self.feature_service = pb.FeatureService.for_precomputed(self.n_features)
+        # the registry's speed-profile biases, the cold start's only knowledge of the models; None keeps the package's own
+        neutral = pb.RegistrationConfig(fast_bias=0.0, slow_bias=0.0, balanced_bias=0.0)
+        config = None if self.registry_prior else pb.RouterConfig(registration=neutral)
         self.routers = []
         for seed in self._router_seeds:
             pacer = None if self.budget is None else BudgetPacer(target_avg_spend_usd=self.budget, mode=PacingMode.ADAPTIVE)
-            self.routers.append(pb.BanditRouter.create(feature_service=self.feature_service, priors="none", cost_penalty=0.0, budget_pacer=pacer, bandit_seed=int(seed)))
+            self.routers.append(pb.BanditRouter.create(feature_service=self.feature_service, priors="none", cost_penalty=0.0, budget_pacer=pacer,
+                                                       bandit_seed=int(seed), config=config))
         models = list(self.arm_names) if self.arm_names is not None else list(self.routers[0].bandit.models)
         if len(models) != self.n_arms or set(models) != set(self.routers[0].bandit.models):
             raise InvalidInputError(f"ParetoBanditRouter's arms must be the package's models {sorted(self.routers[0].bandit.models)}. Got {models} instead.")
@@ -154,4 +170,5 @@ class ParetoBanditRouter(Policy):
     def _check_examples(cls):
         import_optional("pareto_bandit", "ParetoBanditRouter")
         env = ENVIRONMENTS.create("paretobandit-replay", limit=40, seed=0)
-        return [(cls(n_arms=3, n_features=384, seed=0), env), (cls(n_arms=3, n_features=384, features="raw", budget=0.005, seed=1), env)]
+        return [(cls(n_arms=3, n_features=384, seed=0), env), (cls(n_arms=3, n_features=384, features="raw", budget=0.005, seed=1), env),
+                (cls(n_arms=3, n_features=384, registry_prior=False, seed=2), env)]
