@@ -541,6 +541,23 @@ def test_paretobandit_without_its_registry_prior_starts_knowing_nothing_about_th
         ParetoBanditRouter(n_arms=3, registry_prior=1, seed=0)
 
 
+def test_paretobandit_loads_its_shipped_pca_silently_and_it_transforms_as_its_arrays_say():
+    """The package's PCA was pickled by an older scikit-learn; the adapter silences the version warning because the loaded
+    PCA's transform is still the projection its stored arrays define (checked here), and only that warning."""
+    pytest.importorskip("pareto_bandit")
+    import warnings
+
+    from genbandit.policies.paretobandit import ParetoBanditRouter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        policy = ParetoBanditRouter(n_arms=3, features="pca", seed=0)
+        X = _unit_rows(np.random.default_rng(1), 5, 384)
+        policy.update(policy.select(X[0]), 0.5, X[0])
+    pca = policy.feature_service.pca
+    by_hand = (X - pca.mean_) @ pca.components_.T / (np.sqrt(pca.explained_variance_) if pca.whiten else 1.0)
+    assert np.allclose(pca.transform(X), by_hand, rtol=1e-6, atol=1e-7)
+
 
 def _trained_on_bernoulli_models():
     """An EvidenceThompson after 40 rounds on three Bernoulli models (0.4, 0.5, 0.6) with 4-d contexts, and a new context."""

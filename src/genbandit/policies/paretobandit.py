@@ -9,6 +9,7 @@ penalty), one router per run.
 from __future__ import annotations
 
 import logging
+import warnings
 from numbers import Integral, Real
 from typing import Any
 
@@ -83,6 +84,13 @@ class ParetoBanditRouter(Policy):
         logging.getLogger("pareto_bandit").setLevel(logging.ERROR)
         if self.features == "pca":
             self.feature_service = pb.FeatureService(custom_encoder=lambda key: self.pending[int(key)], pca_path=DEFAULT_PCA_PATH, embedding_dim=self.n_features)
+            # the package ships its PCA pickled by an older scikit-learn, which warns on every load; a fitted PCA's transform is
+            # arithmetic on its stored arrays, and the tests check the loaded one against that arithmetic, so the warning is noise
+            from sklearn.exceptions import InconsistentVersionWarning
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", InconsistentVersionWarning)
+                self.feature_service.pca  # loaded now, not inside the first route
         else:
             self.feature_service = pb.FeatureService.for_precomputed(self.n_features)
         # the registry's speed-profile biases, the cold start's only knowledge of the models; None keeps the package's own
