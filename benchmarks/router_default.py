@@ -361,7 +361,7 @@ def floor(X, R, C, models, _orders, n=2000):
     parts = {
         "features, (C_g + lambda_g I)^-1 z, the scores and the Beta laws (prepare)": timed(lambda i: kernels.prepare(X[i][None], work.state)),
         "moments, the base's inverse-propensity weight and Sherman-Morrison after the played model's round (learn, on a copy)": timed(
-            lambda i: kernels.learn(arm, R[i, :1], policy._leader_z(), copy)),
+            lambda i: kernels.learn(arm, R[i, :1], policy.t, copy)),
         "three Beta draws and a uniform, compiled on NumPy's generator (context_free_draws)": timed(
             lambda i: kernels.context_free_draws(address, work.ab, 1, work.draws)),
         "the recurring-prompt key (BLAKE2 of the embedding)": timed(lambda i: routing._key(X[i])),

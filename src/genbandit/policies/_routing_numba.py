@@ -208,12 +208,22 @@ def count_cell(cell, g, y, within):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def learn(arms, rewards, leader_z, state):  # pragma: no cover - compiled
+def leader_width(z, t):  # pragma: no cover - compiled
+    """The width by which the model of largest posterior mean at a prompt must beat the base choice when it is the context-free
+    leader itself (:func:`_given_base`), at round ``t``: leaving the context-free leader for this prompt needs ``z``; cutting
+    exploration short for the leader needs the leader above the explored model's upper confidence bound at width
+    ``sqrt(2 log t)`` (a Gaussian UCB), so a model unlucky in its first rounds is not frozen out. Computed in the kernels that
+    use it, from the round, rather than passed in: a float computed in Python per call costs more than the arithmetic."""
+    return max(2.0 * z, math.sqrt(2.0 * math.log(max(t, 1))))
+
+
+@njit(cache=True, nogil=True)
+def learn(arms, rewards, t, state):  # pragma: no cover - compiled
     """One round of every run, in place: the reward range, each played model's count, mean and centred sum of squares
     (Welford); its inverse-propensity weighted sums (``weighted[r, g]``: the sum of the weights, of their squares and the
     weighted mean, a weighted Welford step), the round's weight :func:`base_weight` from the scores ``out`` and Beta laws ``ab``
     of :func:`prepare` on this context (1 where a model was untried: ``untried``, the round's choice ignored the prompt,
-    ``leader_z`` and ``z_override`` the widths ``select`` used); with ``cells`` (recurring-prompt cells kept), the outcome counted in the prompt's cell
+    :func:`leader_width` at round ``t`` and ``z_override`` the widths ``select`` used); with ``cells`` (recurring-prompt cells kept), the outcome counted in the prompt's cell
     (:func:`count_cell`; ``cell[r]`` that of :func:`prepare`, zeros where the prompt is new: ``has_cell`` false); and where
     the run's bandwidth is set (``bandwidth > 0``), with ``w = n / (n + 1)``:
     ``Cinv -= w h h' / (1 + w z'h)`` (Sherman-Morrison, on the upper triangle: ``Cinv`` holds only that of
@@ -228,6 +238,7 @@ def learn(arms, rewards, leader_z, state):  # pragma: no cover - compiled
                                                                    state.cells, state.cell, state.has_cell)
     within, out, ab, untried, z_override, tiny = state.within, state.out, state.ab, state.untried, state.z, state.tiny
     nodes, node_weights, weighted = state.nodes, state.node_weights, state.weighted
+    leader_z = leader_width(z_override, t)
     G, D = Cinv.shape[1], Cinv.shape[2]
     z, h = zh[0], zh[1]
     laws, law = np.empty((G, G)), np.empty(G)
@@ -613,8 +624,8 @@ def context_free_draws(generator, ab, uniforms, draws):  # pragma: no cover - co
 
 
 @njit(cache=True, nogil=True)
-def decide(contexts, prepared, state, generator, leader_z):  # pragma: no cover - compiled
-    """A ``select`` in one call; returns whether any model is untried.
+def decide(contexts, prepared, state, generator, t):  # pragma: no cover - compiled
+    """A ``select`` at round ``t`` in one call; returns whether any model is untried.
 
     :func:`prepare` of the contexts unless ``prepared`` (its outputs in ``state`` are those of these contexts already); then
     :func:`context_free_draws` of the Beta laws ``state.ab`` into ``state.draws``: where a model is untried, only the Beta
@@ -626,7 +637,8 @@ def decide(contexts, prepared, state, generator, leader_z):  # pragma: no cover 
     context_free_draws(generator, state.ab, 0 if fresh else untried.shape[0], state.draws)
     if not fresh:
         out = state.out
-        override(out[5], out[1], out[6], out[3], out[4], state.draws, state.has_cell, leader_z, state.z, state.tiny, state.chosen)
+        z = state.z
+        override(out[5], out[1], out[6], out[3], out[4], state.draws, state.has_cell, leader_width(z, t), z, state.tiny, state.chosen)
     return fresh
 
 

@@ -415,9 +415,11 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         run has one, in ``work.cell`` (``work.has_cell``)."""
         if not self.max_prompts:
             return None
-        keys = [_key(x) for x in contexts]
-        for r, key in enumerate(keys):
-            cell = self._cells[r].get(key)
+        keys = []
+        for r, cells in enumerate(self._cells):  # one pass, rows by index: iterating over contexts' rows costs more than the lookups
+            key = _key(contexts[r])
+            keys.append(key)
+            cell = cells.get(key)
             work.has_cell[r] = cell is not None
             if cell is not None:
                 work.cell[r] = cell
@@ -462,7 +464,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = None if prepared else self._prompt_cells(contexts, work)
         bit_generator = self._rng.bit_generator
         with bit_generator.lock:  # as NumPy's own draws hold it: a generator shared with other threads stays whole
-            fresh = _kernels().decide(contexts, prepared, work.state, bit_generator.ctypes.bit_generator.value, self._leader_z())
+            fresh = _kernels().decide(contexts, prepared, work.state, bit_generator.ctypes.bit_generator.value, self._t)
         if not prepared:
             self._cache_put(contexts, fresh, keys)
         if fresh:
@@ -487,7 +489,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         if fresh:
             return base
         laws = np.empty((*mean.shape, self.n_arms))
-        _kernels().override_laws(mean, var, value, spread, noise, self._work.has_cell, self._leader_z(), self.override_z, _TINY, laws)
+        kernels = _kernels()
+        kernels.override_laws(mean, var, value, spread, noise, self._work.has_cell, kernels.leader_width(self.override_z, self._t), self.override_z,
+                              _TINY, laws)
         return np.einsum("rb,rbg->rg", base, laws)
 
     def _scores(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -498,12 +502,6 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         fresh = self._cached(contexts)[0]
         work = self._work
         return (*work.scores, work.untried, fresh)
-
-    def _leader_z(self) -> float:
-        # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader needs
-        # the leader above the explored model's upper confidence bound at width sqrt(2 log t) (a Gaussian UCB), so a model
-        # unlucky in its first rounds is not frozen out
-        return max(2.0 * self.override_z, math.sqrt(2.0 * math.log(max(self._t, 1))))
 
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
         owner = type(self).__name__
@@ -523,10 +521,10 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = self._cached(contexts)[1]
         self._last = None
         work = self._work
-        some_due, waiting = _kernels().learn(actions, rewards, math.inf if self.override_z is None else self._leader_z(), work.state)
-        if keys is not None:  # learn counted the outcome into each run's copy of its prompt's cell (prepare's)
+        some_due, waiting = _kernels().learn(actions, rewards, self._t, work.state)  # the widths from the state's z: inf without override_z
+        if keys is not None:  # learn counted the outcome into each run's copy of its prompt's cell (prepare's): kept in its place
             for r, key in enumerate(keys):
-                self._cell(r, key)[:] = work.cell[r]
+                self._keep_cell(r, key, work.cell[r].copy())
         if some_due:
             for r in np.flatnonzero(work.due):
                 self._refit(int(r), int(actions[r]))
@@ -697,13 +695,18 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     # ------------------------------------------------------------------ recurring prompts
     def _cell(self, r: int, key: str) -> np.ndarray:
         """Run r's cell of the prompt ``key`` (each model's count and sum of outcomes there), a new one of zeros where it has
-        none, the oldest cell forgotten first when ``max_prompts`` are kept."""
+        none (:meth:`_keep_cell`)."""
+        cell = self._cells[r].get(key)
+        return self._keep_cell(r, key, np.zeros((self.n_arms, 3))) if cell is None else cell
+
+    def _keep_cell(self, r: int, key: str, cell: np.ndarray) -> np.ndarray:
+        """``cell`` kept as run r's cell of the prompt ``key``: in the place of the one it replaces (the order of the cells is
+        that of their prompts' first outcomes), or, for a new prompt, the newest, the oldest cell forgotten first when
+        ``max_prompts`` are kept."""
         cells = self._cells[r]
-        cell = cells.get(key)
-        if cell is None:
-            if len(cells) >= self.max_prompts:
-                del cells[next(iter(cells))]
-            cell = cells[key] = np.zeros((self.n_arms, 3))
+        if key not in cells and len(cells) >= self.max_prompts:
+            del cells[next(iter(cells))]
+        cells[key] = cell
         return cell
 
     # ------------------------------------------------------------------ budget
