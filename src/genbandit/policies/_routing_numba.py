@@ -4,7 +4,7 @@ The kernels, each one pass over the runs, writing into output arrays the caller 
 compiled function that returns arrays pays about a microsecond to hand each one back to Python):
 
 - :func:`prompt_terms`: the random Fourier features ``phi = scale cos(W y + b)`` of each run's
-  context (Rahimi & Recht 2007; ``W`` in single precision, ``W y`` summed in double), and per model
+  context (Rahimi & Recht 2007; ``W`` in single precision, ``W y`` summed in double; a recurring prompt's kept), and per model
   ``z = phi - phibar_g``, ``h = (C_g + lambda_g I)^-1 z`` (BLAS ``dsymv`` on the upper triangle, the only
   one kept: half the bytes), ``z' theta_g`` and ``z' h`` (the posterior mean's and variance's prompt terms);
 - :func:`scores`: each model's noise variance, intercept and posterior at the prompt from those terms;
@@ -60,7 +60,7 @@ SYMV = get_cython_function_address("scipy.linalg.cython_blas", "dsymv")
 #: The fields of a policy's :class:`State`: its learned arrays, the scratch arrays the kernels write a decision into, and its constants.
 FIELDS = ("freq", "phase", "scale", "bandwidth", "phibar", "Cinv", "theta", "cxy", "n", "ybar", "syy", "weighted", "fitted", "gamma", "ymin",
           "ymax", "prior_dof", "tiny", "min_plays", "symv", "cells", "cell", "has_cell", "within", "cost_sum", "cost_n", "log_price", "unit",
-          "budget", "z", "nodes", "node_weights", "next_fit", "due", "zh", "out", "ab", "untried", "draws", "chosen")
+          "budget", "z", "nodes", "node_weights", "next_fit", "due", "phi", "known", "zh", "out", "ab", "untried", "draws", "chosen")
 
 
 @structref.register
@@ -135,22 +135,25 @@ def _matvec(M, v, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms):  # pragma: no cover - compiled
-    """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and model; into ``terms`` ``(2, R, G)``:
-    ``z'theta`` and ``z'h``. ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not set yet)."""
+def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, phi, known, zh, terms):  # pragma: no cover - compiled
+    """Into ``phi`` ``(R, D)``: the features of each run's context, but where ``known[r]`` (they are there already: a recurring
+    prompt's, kept by the caller, the same numbers); into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and
+    model; into ``terms`` ``(2, R, G)``: ``z'theta`` and ``z'h``. ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not
+    set yet)."""
     R, G, D = phibar.shape
     z, h, lin, quad = zh[0], zh[1], terms[0], terms[1]
-    phi = np.empty(D)
     for r in range(R):
-        phi[:] = 0.0
-        if bandwidth[r] > 0:
-            _matvec(freq[r], contexts[r], phi)
-            for k in range(D):
-                phi[k] = scale * math.cos(phi[k] + phase[r, k])
+        phi_r = phi[r]
+        if not known[r]:
+            phi_r[:] = 0.0
+            if bandwidth[r] > 0:
+                _matvec(freq[r], contexts[r], phi_r)
+                for k in range(D):
+                    phi_r[k] = scale * math.cos(phi_r[k] + phase[r, k])
         for g in range(G):
             zg, hg, mean_g, theta_g = z[r, g], h[r, g], phibar[r, g], theta[r, g]
             for k in range(D):
-                zg[k] = phi[k] - mean_g[k]
+                zg[k] = phi_r[k] - mean_g[k]
             _symv(symv, Cinv[r, g], zg, hg)
             lin_g, quad_g = 0.0, 0.0
             for k in range(D):
@@ -389,11 +392,11 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, weighted, terms, prior_dof, 
 
 @njit(cache=True, nogil=True)
 def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, weighted, fitted, gamma, ymin, ymax, prior_dof, tiny,
-                    min_plays, symv, zh, out, untried):  # pragma: no cover - compiled
+                    min_plays, symv, phi, known, zh, out, untried):  # pragma: no cover - compiled
     """:func:`prompt_terms` then :func:`scores` of each run's context, and into ``untried`` ``(R, G)`` whether model ``g`` of run
     ``r`` was played fewer than ``min_plays`` times; returns whether any was."""
     terms = np.empty((2, n.shape[0], n.shape[1]))
-    prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms)
+    prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, phi, known, zh, terms)
     scores(n, ybar, syy, fitted, gamma, ymin, ymax, weighted, terms, prior_dof, tiny, out)
     for r in range(n.shape[0]):
         for g in range(n.shape[1]):
@@ -416,7 +419,7 @@ def prepare(contexts, state):  # pragma: no cover - compiled
     """Everything a new context needs before the draws, in one call; returns whether any model is untried (played fewer than
     ``min_plays`` times). The arrays and constants named below are the fields of ``state`` (:func:`state`).
 
-    :func:`posterior_terms` into ``zh``, ``out[:5]`` and ``untried``; then, in the runs where ``has_cell``,
+    :func:`posterior_terms` into ``phi`` (unless ``known``), ``zh``, ``out[:5]`` and ``untried``; then, in the runs where ``has_cell``,
     :func:`recurring` with the prompt's ``cell[r]`` on ``out[0]`` and ``out[1]``; then the scores the choice uses into
     ``out[5:7]`` (``out[0]`` and ``out[2]``, :func:`priced` where ``budget > 0``); then :func:`beta_laws` of ``out[6]``
     and the spread into ``ab``.
@@ -424,7 +427,7 @@ def prepare(contexts, state):  # pragma: no cover - compiled
     s = state
     out, ymin, ymax, tiny = s.out, s.ymin, s.ymax, s.tiny
     fresh = posterior_terms(contexts, s.freq, s.phase, s.scale, s.bandwidth, s.phibar, s.Cinv, s.theta, s.n, s.ybar, s.syy, s.weighted, s.fitted,
-                            s.gamma, ymin, ymax, s.prior_dof, tiny, s.min_plays, s.symv, s.zh, out, s.untried)
+                            s.gamma, ymin, ymax, s.prior_dof, tiny, s.min_plays, s.symv, s.phi, s.known, s.zh, out, s.untried)
     cell, has_cell, within = s.cell, s.has_cell, s.within
     for r in range(has_cell.shape[0]):
         if has_cell[r]:

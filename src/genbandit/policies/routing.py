@@ -48,6 +48,7 @@ __all__ = ["EvidenceThompson", "argmax_law", "beta_argmax_law", "evidence_ridge"
 
 _LAMBDA_START = 1e6  # slope prior precision / noise precision before any evidence: no deviation
 _SHIFT_LIMIT = 100.0  # a refit from (C + lambda_0 I)^-1 with lambda_0 above this takes the eigendecomposition (EvidenceThompson._refit)
+_FEATURES_KEPT = 1024  # recurring prompts whose features a run keeps (EvidenceThompson._keep_features): 1.6 MB with 200 features
 _PRIOR_DOF = 2.0  # pseudo-rounds of the pooled variance in each model's noise estimate
 _EVIDENCE_ITERS = 50  # most steps of the evidence's fixed point, whichever way its moments are computed
 _TINY = 1e-12  # variance floor: rewards that never varied
@@ -369,16 +370,17 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     # ------------------------------------------------------------------ per decision
     def _scratch_for(self, n_runs: int) -> SimpleNamespace:
         """The arrays the compiled kernels write a decision into, allocated once per state (not learned state: see
-        ``_scratch``): ``zh`` ``(2, R, G, D)``, the scores ``out`` ``(7, R, G)`` and the views ``scores`` of those a choice
-        uses, the Beta laws ``ab`` ``(2, R, G)``, untried models, a recurring prompt's cell per run, refits due, the draws of a
-        ``select`` ``(R G + R,)`` and its choice ``(R,)``; and ``state``, the kernels' one argument that references them with the
+        ``_scratch``): the features ``phi`` ``(R, D)`` and whether they were ``known`` (kept, :meth:`_keep_features`), ``zh``
+        ``(2, R, G, D)``, the scores ``out`` ``(7, R, G)`` and the views ``scores`` of those a choice uses, the Beta laws ``ab``
+        ``(2, R, G)``, untried models, a recurring prompt's cell per run, refits due, the draws of a ``select`` ``(R G + R,)`` and
+        its choice ``(R,)``; the recurring prompts' features (``features``, per run); and ``state``, the kernels' one argument that references them with the
         learned arrays and the constants (:func:`~genbandit.policies._routing_numba.state`, from ``fields``), built once: the
         learned arrays stay the same objects for the state's life."""
         work = self._work
         if work is None:
             R, G, D = n_runs, self.n_arms, self.n_components
             out = np.empty((7, R, G))
-            work = SimpleNamespace(zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]), ab=np.empty((2, R, G)),
+            work = SimpleNamespace(phi=np.empty((R, D)), known=np.zeros(R, dtype=bool), features=[{} for _ in range(R)], zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]), ab=np.empty((2, R, G)),
                                    untried=np.empty((R, G), dtype=bool), cell=np.zeros((R, G, 3)), has_cell=np.zeros(R, dtype=bool),
                                    due=np.empty(R, dtype=bool), draws=np.empty(R * G + R), chosen=np.empty(R, dtype=np.int64))
             work.fields = dict(
@@ -388,7 +390,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                 min_plays=self.initial_plays, symv=_kernels().SYMV, cells=self.max_prompts > 0, cell=work.cell, has_cell=work.has_cell,
                 within=self._within, cost_sum=self._cost_sum, cost_n=self._cost_n, log_price=self._log_price, unit=_PRICE_UNIT,
                 budget=0.0 if self.budget is None else float(self.budget), z=math.inf if self.override_z is None else float(self.override_z),
-                nodes=_NODES, node_weights=_NODE_WEIGHTS, next_fit=self._next_fit, due=work.due, zh=work.zh, out=out, ab=work.ab,
+                nodes=_NODES, node_weights=_NODE_WEIGHTS, next_fit=self._next_fit, due=work.due, phi=work.phi, known=work.known, zh=work.zh, out=out, ab=work.ab,
                 untried=work.untried, draws=work.draws, chosen=work.chosen)
             work.state = _kernels().state(**work.fields)
             self._work = work
@@ -408,11 +410,13 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         work = self._scratch_for(contexts.shape[0])
         keys = self._prompt_cells(contexts, work)
         fresh = _kernels().prepare(contexts, work.state)
+        self._keep_features(contexts, work, keys)
         return self._cache_put(contexts, fresh, keys)
 
     def _prompt_cells(self, contexts: np.ndarray, work: SimpleNamespace) -> list[str] | None:
         """The prompt key of each run's context (``None`` without recurring-prompt cells), with the cell of that prompt, where the
-        run has one, in ``work.cell`` (``work.has_cell``)."""
+        run has one, in ``work.cell`` (``work.has_cell``), and its features, where they were kept for this very context
+        (:meth:`_keep_features`), in ``work.phi`` (``work.known``)."""
         if not self.max_prompts:
             return None
         keys = []
@@ -421,9 +425,30 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             keys.append(key)
             cell = cells.get(key)
             work.has_cell[r] = cell is not None
+            known = False
             if cell is not None:
                 work.cell[r] = cell
+                kept = work.features[r].get(key)
+                known = kept is not None and kept[0] == contexts[r].tobytes()  # the key is the embedding's to single precision
+                if known:
+                    work.phi[r] = kept[1]
+            work.known[r] = known
         return keys
+
+    def _keep_features(self, contexts: np.ndarray, work: SimpleNamespace, keys: list[str] | None) -> None:
+        """After the kernels computed ``work.phi``: the features of each run's context kept where its prompt recurs (it has a cell)
+        and they were not (the newest ``_FEATURES_KEPT`` prompts' per run), so that the next time the prompt comes the kernels
+        skip the ``D x d`` product and the ``D`` cosines, about a quarter of a decision's arithmetic (docs/router.md,
+        "Decision speed"), for the same numbers. Kept only once the bandwidth is set (the features are final then), and
+        only for prompts seen before: distinct prompts pay nothing for it."""
+        if keys is None:
+            return
+        for r, key in enumerate(keys):
+            if work.has_cell[r] and not work.known[r] and self._bandwidth[r] > 0:
+                features = work.features[r]
+                if len(features) >= _FEATURES_KEPT:
+                    del features[next(iter(features))]
+                features[key] = (contexts[r].tobytes(), work.phi[r].copy())
 
     # ------------------------------------------------------------------ posterior
     def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -466,6 +491,7 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         with bit_generator.lock:  # as NumPy's own draws hold it: a generator shared with other threads stays whole
             fresh = _kernels().decide(contexts, prepared, work.state, bit_generator.ctypes.bit_generator.value, self._t)
         if not prepared:
+            self._keep_features(contexts, work, keys)
             self._cache_put(contexts, fresh, keys)
         if fresh:
             return argmax_random_ties(np.where(work.untried, np.inf, work.draws[: work.untried.size].reshape(work.untried.shape)), self._rng)
