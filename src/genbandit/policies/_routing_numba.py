@@ -226,7 +226,8 @@ def learn(arms, rewards, t, state):  # pragma: no cover - compiled
     (Welford); its inverse-propensity weighted sums (``weighted[r, g]``: the sum of the weights, of their squares and the
     weighted mean, a weighted Welford step), the round's weight :func:`base_weight` from the scores ``out`` and Beta laws ``ab``
     of :func:`prepare` on this context (1 where a model was untried: ``untried``, the round's choice ignored the prompt,
-    :func:`leader_width` at round ``t`` and ``z_override`` the widths ``select`` used); with ``cells`` (recurring-prompt cells kept), the outcome counted in the prompt's cell
+    :func:`leader_width` at round ``t`` and ``z_override`` the widths ``select`` used); with ``cells`` (recurring-prompt cells
+    kept), the outcome counted in the prompt's cell
     (:func:`count_cell`; ``cell[r]`` that of :func:`prepare`, zeros where the prompt is new: ``has_cell`` false); and where
     the run's bandwidth is set (``bandwidth > 0``), with ``w = n / (n + 1)``:
     ``Cinv -= w h h' / (1 + w z'h)`` (Sherman-Morrison, on the upper triangle: ``Cinv`` holds only that of

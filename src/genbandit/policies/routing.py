@@ -48,7 +48,8 @@ __all__ = ["EvidenceThompson", "argmax_law", "beta_argmax_law", "evidence_ridge"
 
 _LAMBDA_START = 1e6  # slope prior precision / noise precision before any evidence: no deviation
 _SHIFT_LIMIT = 100.0  # a refit from (C + lambda_0 I)^-1 with lambda_0 above this takes the eigendecomposition (EvidenceThompson._refit)
-_FEATURES_KEPT = 1024  # recurring prompts whose features a run keeps (EvidenceThompson._keep_features): 1.6 MB with 200 features
+_FEATURES_KEPT = 1024  # recurring prompts whose features a policy keeps over all its runs (EvidenceThompson._keep_features): 5 MB at most
+# with 384-d embeddings and 200 features (each kept with its context's bytes)
 _PRIOR_DOF = 2.0  # pseudo-rounds of the pooled variance in each model's noise estimate
 _EVIDENCE_ITERS = 50  # most steps of the evidence's fixed point, whichever way its moments are computed
 _TINY = 1e-12  # variance floor: rewards that never varied
@@ -146,7 +147,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     ``(C_g + lambda_g I)^-1`` (its upper triangle) is kept by Sherman-Morrison between refits, with
     the features, ``(C_g + lambda_g I)^-1 z`` and the scores of the last ``select`` reused by the ``update``;
     ``probabilities`` and the ``select`` after it on the same context share the features and the
-    scores. The per-decision arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`):
+    scores, and a recurring prompt's features are kept for its next decision (:meth:`_keep_features`). The per-decision
+    arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`):
     a ``select`` is one call (the features, the scores, the draws from the policy's generator and the choice), an
     ``update`` one call.
 
@@ -373,14 +375,15 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         ``_scratch``): the features ``phi`` ``(R, D)`` and whether they were ``known`` (kept, :meth:`_keep_features`), ``zh``
         ``(2, R, G, D)``, the scores ``out`` ``(7, R, G)`` and the views ``scores`` of those a choice uses, the Beta laws ``ab``
         ``(2, R, G)``, untried models, a recurring prompt's cell per run, refits due, the draws of a ``select`` ``(R G + R,)`` and
-        its choice ``(R,)``; the recurring prompts' features (``features``, per run); and ``state``, the kernels' one argument that references them with the
-        learned arrays and the constants (:func:`~genbandit.policies._routing_numba.state`, from ``fields``), built once: the
-        learned arrays stay the same objects for the state's life."""
+        its choice ``(R,)``; the recurring prompts' kept features (``features``, per run); and ``state``, the kernels' one
+        argument that references them with the learned arrays and the constants (:func:`~genbandit.policies._routing_numba.state`,
+        from ``fields``), built once: the learned arrays stay the same objects for the state's life."""
         work = self._work
         if work is None:
             R, G, D = n_runs, self.n_arms, self.n_components
             out = np.empty((7, R, G))
-            work = SimpleNamespace(phi=np.empty((R, D)), known=np.zeros(R, dtype=bool), features=[{} for _ in range(R)], zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]), ab=np.empty((2, R, G)),
+            work = SimpleNamespace(phi=np.empty((R, D)), known=np.zeros(R, dtype=bool), features=[{} for _ in range(R)],
+                                   zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]), ab=np.empty((2, R, G)),
                                    untried=np.empty((R, G), dtype=bool), cell=np.zeros((R, G, 3)), has_cell=np.zeros(R, dtype=bool),
                                    due=np.empty(R, dtype=bool), draws=np.empty(R * G + R), chosen=np.empty(R, dtype=np.int64))
             work.fields = dict(
@@ -390,8 +393,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                 min_plays=self.initial_plays, symv=_kernels().SYMV, cells=self.max_prompts > 0, cell=work.cell, has_cell=work.has_cell,
                 within=self._within, cost_sum=self._cost_sum, cost_n=self._cost_n, log_price=self._log_price, unit=_PRICE_UNIT,
                 budget=0.0 if self.budget is None else float(self.budget), z=math.inf if self.override_z is None else float(self.override_z),
-                nodes=_NODES, node_weights=_NODE_WEIGHTS, next_fit=self._next_fit, due=work.due, phi=work.phi, known=work.known, zh=work.zh, out=out, ab=work.ab,
-                untried=work.untried, draws=work.draws, chosen=work.chosen)
+                nodes=_NODES, node_weights=_NODE_WEIGHTS, next_fit=self._next_fit, due=work.due, phi=work.phi, known=work.known, zh=work.zh,
+                out=out, ab=work.ab, untried=work.untried, draws=work.draws, chosen=work.chosen)
             work.state = _kernels().state(**work.fields)
             self._work = work
         return work
@@ -437,16 +440,16 @@ class EvidenceThompson(_PerDecisionCache, Policy):
 
     def _keep_features(self, contexts: np.ndarray, work: SimpleNamespace, keys: list[str] | None) -> None:
         """After the kernels computed ``work.phi``: the features of each run's context kept where its prompt recurs (it has a cell)
-        and they were not (the newest ``_FEATURES_KEPT`` prompts' per run), so that the next time the prompt comes the kernels
-        skip the ``D x d`` product and the ``D`` cosines, about a quarter of a decision's arithmetic (docs/router.md,
-        "Decision speed"), for the same numbers. Kept only once the bandwidth is set (the features are final then), and
+        and they were not (the newest ``_FEATURES_KEPT / R`` prompts' per run), so that the next time the prompt comes the kernels
+        skip the ``D x d`` product and the ``D`` cosines (4 of the 13 us of ``prepare`` with 384-d embeddings and 200 features,
+        docs/router.md, "Decision speed"), for the same numbers. Kept only once the bandwidth is set (the features are final then), and
         only for prompts seen before: distinct prompts pay nothing for it."""
         if keys is None:
             return
         for r, key in enumerate(keys):
             if work.has_cell[r] and not work.known[r] and self._bandwidth[r] > 0:
                 features = work.features[r]
-                if len(features) >= _FEATURES_KEPT:
+                if len(features) >= max(_FEATURES_KEPT // len(keys), 1):
                     del features[next(iter(features))]
                 features[key] = (contexts[r].tobytes(), work.phi[r].copy())
 
@@ -516,8 +519,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
             return base
         laws = np.empty((*mean.shape, self.n_arms))
         kernels = _kernels()
-        kernels.override_laws(mean, var, value, spread, noise, self._work.has_cell, kernels.leader_width(self.override_z, self._t), self.override_z,
-                              _TINY, laws)
+        leader_z = kernels.leader_width(self.override_z, self._t)
+        kernels.override_laws(mean, var, value, spread, noise, self._work.has_cell, leader_z, self.override_z, _TINY, laws)
         return np.einsum("rb,rbg->rg", base, laws)
 
     def _scores(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
