@@ -19,7 +19,8 @@ compiled function that returns arrays pays about a microsecond to hand each one 
   :func:`recurring` where the prompt has a cell, :func:`priced` with a budget, and :func:`beta_laws`;
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
-  :func:`information_directed`, the law of information-directed sampling at a prompt;
+  :func:`information_directed`, the law of information-directed sampling at a prompt, and :func:`leader_width`, the width
+  the rule asks of the context-free leader at a round;
 - :func:`context_free_draws`: the Beta draws of the context-free choice and the uniforms of the override step, from the
   policy's NumPy generator itself (:func:`_bit_generator`), the numbers NumPy's own calls would draw;
 - :func:`decide`: a whole ``select`` in one call: :func:`prepare` (unless the context's scores are there already),
