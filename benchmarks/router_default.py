@@ -358,10 +358,15 @@ def floor(X, R, C, models, _orders, n=2000):
             t[k] = time.perf_counter() - tic
         return 1e6 * t
 
-    parts = {
-        "features, (C_g + lambda_g I)^-1 z, the scores and the Beta laws (prepare)": timed(lambda i: kernels.prepare(X[i][None], work.state)),
+    work.known[:] = False  # the features computed, as for a prompt whose features were not kept
+    parts = {"features, (C_g + lambda_g I)^-1 z, the scores and the Beta laws (prepare)": timed(lambda i: kernels.prepare(X[i][None], work.state))}
+    work.known[:] = True  # a recurring prompt's kept features (any: the arithmetic is the same)
+    parts["the same for a recurring prompt whose features were kept (prepare without the features)"] = timed(
+        lambda i: kernels.prepare(X[i][None], work.state))
+    work.known[:] = False
+    parts |= {
         "moments, the base's inverse-propensity weight and Sherman-Morrison after the played model's round (learn, on a copy)": timed(
-            lambda i: kernels.learn(arm, R[i, :1], policy._leader_z(), copy)),
+            lambda i: kernels.learn(arm, R[i, :1], policy.t, copy)),
         "three Beta draws and a uniform, compiled on NumPy's generator (context_free_draws)": timed(
             lambda i: kernels.context_free_draws(address, work.ab, 1, work.draws)),
         "the recurring-prompt key (BLAKE2 of the embedding)": timed(lambda i: routing._key(X[i])),

@@ -739,6 +739,42 @@ def test_information_directed_step_leaves_a_weak_wide_model_alone_and_tries_it_w
     assert law([0.5, 0.5], [0.01, 0.04], [0.1, 0.1]).tolist() == [0.0, 1.0]
 
 
+def test_a_recurring_prompts_kept_features_change_no_decision_and_no_state(monkeypatch):
+    """A prompt that recurs has its features kept and reused, the same numbers: decisions, propensities and every learned array as
+    a policy that computes them each time, in one run and in three, with contexts equal to a kept one only to single precision
+    (the same prompt key), whose own features are computed."""
+    from genbandit.policies.routing import _key
+
+    rng = np.random.default_rng(3)
+    prompts = rng.normal(size=(12, 6))
+    rows = rng.integers(0, 12, 400)
+    nudged = rng.random(400) < 0.1
+    X = prompts[rows] + np.where(nudged, 1e-12, 0.0)[:, None]  # one in ten off by far less than single precision
+    assert _key(X[nudged][0]) == _key(prompts[rows[nudged][0]]) and X[nudged][0].tobytes() != prompts[rows[nudged][0]].tobytes()
+
+    def play(runs, keep):
+        policy = EvidenceThompson(n_arms=3, n_features=6, n_components=16, bandwidth_sample=8, seed=5).reset(runs)
+        if not keep:
+            monkeypatch.setattr(policy, "_keep_features", lambda *args: None)
+        picks, laws, reused = [], [], 0
+        for t, x in enumerate(X):
+            contexts = np.repeat(x[None], runs, axis=0)
+            laws.append(policy._probabilities(contexts))
+            arms = policy.select_batch(contexts)
+            reused += int(policy._work.known.sum())
+            policy.update_batch(arms, np.array([float((7 * t + 3 * r + a) % 5 < 2) for r, a in enumerate(arms)]), contexts)
+            picks.append(arms.tolist())
+        return picks, np.array(laws), {k: v for k, v in vars(policy).items() if isinstance(v, np.ndarray)}, reused
+
+    for runs in (1, 3):
+        kept, plain = play(runs, True), play(runs, False)
+        assert kept[3] > 100 * runs and plain[3] == 0  # features reused in most rounds, and never without keeping them
+        assert kept[0] == plain[0]
+        np.testing.assert_array_equal(kept[1], plain[1])
+        for name, value in kept[2].items():
+            np.testing.assert_array_equal(value, plain[2][name], err_msg=name)
+
+
 def test_probabilities_and_the_next_select_share_one_computation():
     """The router calls probabilities(x) then select(x): the features and scores are computed once, and select is unchanged."""
     policy, x = _trained_on_bernoulli_models()

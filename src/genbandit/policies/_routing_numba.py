@@ -4,7 +4,7 @@ The kernels, each one pass over the runs, writing into output arrays the caller 
 compiled function that returns arrays pays about a microsecond to hand each one back to Python):
 
 - :func:`prompt_terms`: the random Fourier features ``phi = scale cos(W y + b)`` of each run's
-  context (Rahimi & Recht 2007; ``W`` in single precision, ``W y`` summed in double), and per model
+  context (Rahimi & Recht 2007; ``W`` in single precision, ``W y`` summed in double; a recurring prompt's kept), and per model
   ``z = phi - phibar_g``, ``h = (C_g + lambda_g I)^-1 z`` (BLAS ``dsymv`` on the upper triangle, the only
   one kept: half the bytes), ``z' theta_g`` and ``z' h`` (the posterior mean's and variance's prompt terms);
 - :func:`scores`: each model's noise variance, intercept and posterior at the prompt from those terms;
@@ -19,7 +19,8 @@ compiled function that returns arrays pays about a microsecond to hand each one 
   :func:`recurring` where the prompt has a cell, :func:`priced` with a budget, and :func:`beta_laws`;
 - :func:`override`: the model played given the context-free draw, and :func:`override_laws`, the
   law of that model given each possible draw, both from one rule (``_given_base``), with
-  :func:`information_directed`, the law of information-directed sampling at a prompt;
+  :func:`information_directed`, the law of information-directed sampling at a prompt, and :func:`leader_width`, the width
+  the rule asks of the context-free leader at a round;
 - :func:`context_free_draws`: the Beta draws of the context-free choice and the uniforms of the override step, from the
   policy's NumPy generator itself (:func:`_bit_generator`), the numbers NumPy's own calls would draw;
 - :func:`decide`: a whole ``select`` in one call: :func:`prepare` (unless the context's scores are there already),
@@ -60,7 +61,7 @@ SYMV = get_cython_function_address("scipy.linalg.cython_blas", "dsymv")
 #: The fields of a policy's :class:`State`: its learned arrays, the scratch arrays the kernels write a decision into, and its constants.
 FIELDS = ("freq", "phase", "scale", "bandwidth", "phibar", "Cinv", "theta", "cxy", "n", "ybar", "syy", "weighted", "fitted", "gamma", "ymin",
           "ymax", "prior_dof", "tiny", "min_plays", "symv", "cells", "cell", "has_cell", "within", "cost_sum", "cost_n", "log_price", "unit",
-          "budget", "z", "nodes", "node_weights", "next_fit", "due", "zh", "out", "ab", "untried", "draws", "chosen")
+          "budget", "z", "nodes", "node_weights", "next_fit", "due", "phi", "known", "zh", "out", "ab", "untried", "draws", "chosen")
 
 
 @structref.register
@@ -135,22 +136,25 @@ def _matvec(M, v, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms):  # pragma: no cover - compiled
-    """Into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and model; into ``terms`` ``(2, R, G)``:
-    ``z'theta`` and ``z'h``. ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not set yet)."""
+def prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, phi, known, zh, terms):  # pragma: no cover - compiled
+    """Into ``phi`` ``(R, D)``: the features of each run's context, but where ``known[r]`` (they are there already: a recurring
+    prompt's, kept by the caller, the same numbers); into ``zh`` ``(2, R, G, D)``: ``z`` and ``h = Cinv z`` of every run and
+    model; into ``terms`` ``(2, R, G)``: ``z'theta`` and ``z'h``. ``phi`` is zero in the runs whose ``bandwidth`` is 0 (not
+    set yet)."""
     R, G, D = phibar.shape
     z, h, lin, quad = zh[0], zh[1], terms[0], terms[1]
-    phi = np.empty(D)
     for r in range(R):
-        phi[:] = 0.0
-        if bandwidth[r] > 0:
-            _matvec(freq[r], contexts[r], phi)
-            for k in range(D):
-                phi[k] = scale * math.cos(phi[k] + phase[r, k])
+        phi_r = phi[r]
+        if not known[r]:
+            phi_r[:] = 0.0
+            if bandwidth[r] > 0:
+                _matvec(freq[r], contexts[r], phi_r)
+                for k in range(D):
+                    phi_r[k] = scale * math.cos(phi_r[k] + phase[r, k])
         for g in range(G):
             zg, hg, mean_g, theta_g = z[r, g], h[r, g], phibar[r, g], theta[r, g]
             for k in range(D):
-                zg[k] = phi[k] - mean_g[k]
+                zg[k] = phi_r[k] - mean_g[k]
             _symv(symv, Cinv[r, g], zg, hg)
             lin_g, quad_g = 0.0, 0.0
             for k in range(D):
@@ -208,12 +212,23 @@ def count_cell(cell, g, y, within):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def learn(arms, rewards, leader_z, state):  # pragma: no cover - compiled
+def leader_width(z, t):  # pragma: no cover - compiled
+    """The width by which the model of largest posterior mean at a prompt must beat the base choice when it is the context-free
+    leader itself (:func:`_given_base`), at round ``t``: leaving the context-free leader for this prompt needs ``z``; cutting
+    exploration short for the leader needs the leader above the explored model's upper confidence bound at width
+    ``sqrt(2 log t)`` (a Gaussian UCB), so a model unlucky in its first rounds is not frozen out. Computed in the kernels that
+    use it, from the round, rather than passed in: a float computed in Python per call costs more than the arithmetic."""
+    return max(2.0 * z, math.sqrt(2.0 * math.log(max(t, 1))))
+
+
+@njit(cache=True, nogil=True)
+def learn(arms, rewards, t, state):  # pragma: no cover - compiled
     """One round of every run, in place: the reward range, each played model's count, mean and centred sum of squares
     (Welford); its inverse-propensity weighted sums (``weighted[r, g]``: the sum of the weights, of their squares and the
     weighted mean, a weighted Welford step), the round's weight :func:`base_weight` from the scores ``out`` and Beta laws ``ab``
     of :func:`prepare` on this context (1 where a model was untried: ``untried``, the round's choice ignored the prompt,
-    ``leader_z`` and ``z_override`` the widths ``select`` used); with ``cells`` (recurring-prompt cells kept), the outcome counted in the prompt's cell
+    :func:`leader_width` at round ``t`` and ``z_override`` the widths ``select`` used); with ``cells`` (recurring-prompt cells
+    kept), the outcome counted in the prompt's cell
     (:func:`count_cell`; ``cell[r]`` that of :func:`prepare`, zeros where the prompt is new: ``has_cell`` false); and where
     the run's bandwidth is set (``bandwidth > 0``), with ``w = n / (n + 1)``:
     ``Cinv -= w h h' / (1 + w z'h)`` (Sherman-Morrison, on the upper triangle: ``Cinv`` holds only that of
@@ -228,6 +243,7 @@ def learn(arms, rewards, leader_z, state):  # pragma: no cover - compiled
                                                                    state.cells, state.cell, state.has_cell)
     within, out, ab, untried, z_override, tiny = state.within, state.out, state.ab, state.untried, state.z, state.tiny
     nodes, node_weights, weighted = state.nodes, state.node_weights, state.weighted
+    leader_z = leader_width(z_override, t)
     G, D = Cinv.shape[1], Cinv.shape[2]
     z, h = zh[0], zh[1]
     laws, law = np.empty((G, G)), np.empty(G)
@@ -378,11 +394,11 @@ def scores(n, ybar, syy, fitted, gamma, ymin, ymax, weighted, terms, prior_dof, 
 
 @njit(cache=True, nogil=True)
 def posterior_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, n, ybar, syy, weighted, fitted, gamma, ymin, ymax, prior_dof, tiny,
-                    min_plays, symv, zh, out, untried):  # pragma: no cover - compiled
+                    min_plays, symv, phi, known, zh, out, untried):  # pragma: no cover - compiled
     """:func:`prompt_terms` then :func:`scores` of each run's context, and into ``untried`` ``(R, G)`` whether model ``g`` of run
     ``r`` was played fewer than ``min_plays`` times; returns whether any was."""
     terms = np.empty((2, n.shape[0], n.shape[1]))
-    prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, zh, terms)
+    prompt_terms(contexts, freq, phase, scale, bandwidth, phibar, Cinv, theta, symv, phi, known, zh, terms)
     scores(n, ybar, syy, fitted, gamma, ymin, ymax, weighted, terms, prior_dof, tiny, out)
     for r in range(n.shape[0]):
         for g in range(n.shape[1]):
@@ -405,7 +421,7 @@ def prepare(contexts, state):  # pragma: no cover - compiled
     """Everything a new context needs before the draws, in one call; returns whether any model is untried (played fewer than
     ``min_plays`` times). The arrays and constants named below are the fields of ``state`` (:func:`state`).
 
-    :func:`posterior_terms` into ``zh``, ``out[:5]`` and ``untried``; then, in the runs where ``has_cell``,
+    :func:`posterior_terms` into ``phi`` (unless ``known``), ``zh``, ``out[:5]`` and ``untried``; then, in the runs where ``has_cell``,
     :func:`recurring` with the prompt's ``cell[r]`` on ``out[0]`` and ``out[1]``; then the scores the choice uses into
     ``out[5:7]`` (``out[0]`` and ``out[2]``, :func:`priced` where ``budget > 0``); then :func:`beta_laws` of ``out[6]``
     and the spread into ``ab``.
@@ -413,7 +429,7 @@ def prepare(contexts, state):  # pragma: no cover - compiled
     s = state
     out, ymin, ymax, tiny = s.out, s.ymin, s.ymax, s.tiny
     fresh = posterior_terms(contexts, s.freq, s.phase, s.scale, s.bandwidth, s.phibar, s.Cinv, s.theta, s.n, s.ybar, s.syy, s.weighted, s.fitted,
-                            s.gamma, ymin, ymax, s.prior_dof, tiny, s.min_plays, s.symv, s.zh, out, s.untried)
+                            s.gamma, ymin, ymax, s.prior_dof, tiny, s.min_plays, s.symv, s.phi, s.known, s.zh, out, s.untried)
     cell, has_cell, within = s.cell, s.has_cell, s.within
     for r in range(has_cell.shape[0]):
         if has_cell[r]:
@@ -613,8 +629,8 @@ def context_free_draws(generator, ab, uniforms, draws):  # pragma: no cover - co
 
 
 @njit(cache=True, nogil=True)
-def decide(contexts, prepared, state, generator, leader_z):  # pragma: no cover - compiled
-    """A ``select`` in one call; returns whether any model is untried.
+def decide(contexts, prepared, state, generator, t):  # pragma: no cover - compiled
+    """A ``select`` at round ``t`` in one call; returns whether any model is untried.
 
     :func:`prepare` of the contexts unless ``prepared`` (its outputs in ``state`` are those of these contexts already); then
     :func:`context_free_draws` of the Beta laws ``state.ab`` into ``state.draws``: where a model is untried, only the Beta
@@ -626,7 +642,8 @@ def decide(contexts, prepared, state, generator, leader_z):  # pragma: no cover 
     context_free_draws(generator, state.ab, 0 if fresh else untried.shape[0], state.draws)
     if not fresh:
         out = state.out
-        override(out[5], out[1], out[6], out[3], out[4], state.draws, state.has_cell, leader_z, state.z, state.tiny, state.chosen)
+        z = state.z
+        override(out[5], out[1], out[6], out[3], out[4], state.draws, state.has_cell, leader_width(z, t), z, state.tiny, state.chosen)
     return fresh
 
 

@@ -48,6 +48,8 @@ __all__ = ["EvidenceThompson", "argmax_law", "beta_argmax_law", "evidence_ridge"
 
 _LAMBDA_START = 1e6  # slope prior precision / noise precision before any evidence: no deviation
 _SHIFT_LIMIT = 100.0  # a refit from (C + lambda_0 I)^-1 with lambda_0 above this takes the eigendecomposition (EvidenceThompson._refit)
+_FEATURES_KEPT = 1024  # recurring prompts whose features a policy keeps over all its runs (EvidenceThompson._keep_features): 5 MB at most
+# with 384-d embeddings and 200 features (each kept with its context's bytes)
 _PRIOR_DOF = 2.0  # pseudo-rounds of the pooled variance in each model's noise estimate
 _EVIDENCE_ITERS = 50  # most steps of the evidence's fixed point, whichever way its moments are computed
 _TINY = 1e-12  # variance floor: rewards that never varied
@@ -145,7 +147,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     ``(C_g + lambda_g I)^-1`` (its upper triangle) is kept by Sherman-Morrison between refits, with
     the features, ``(C_g + lambda_g I)^-1 z`` and the scores of the last ``select`` reused by the ``update``;
     ``probabilities`` and the ``select`` after it on the same context share the features and the
-    scores. The per-decision arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`):
+    scores, and a recurring prompt's features are kept for its next decision (:meth:`_keep_features`). The per-decision
+    arithmetic runs in compiled kernels (:mod:`genbandit.policies._routing_numba`):
     a ``select`` is one call (the features, the scores, the draws from the policy's generator and the choice), an
     ``update`` one call.
 
@@ -369,16 +372,18 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     # ------------------------------------------------------------------ per decision
     def _scratch_for(self, n_runs: int) -> SimpleNamespace:
         """The arrays the compiled kernels write a decision into, allocated once per state (not learned state: see
-        ``_scratch``): ``zh`` ``(2, R, G, D)``, the scores ``out`` ``(7, R, G)`` and the views ``scores`` of those a choice
-        uses, the Beta laws ``ab`` ``(2, R, G)``, untried models, a recurring prompt's cell per run, refits due, the draws of a
-        ``select`` ``(R G + R,)`` and its choice ``(R,)``; and ``state``, the kernels' one argument that references them with the
-        learned arrays and the constants (:func:`~genbandit.policies._routing_numba.state`, from ``fields``), built once: the
-        learned arrays stay the same objects for the state's life."""
+        ``_scratch``): the features ``phi`` ``(R, D)`` and whether they were ``known`` (kept, :meth:`_keep_features`), ``zh``
+        ``(2, R, G, D)``, the scores ``out`` ``(7, R, G)`` and the views ``scores`` of those a choice uses, the Beta laws ``ab``
+        ``(2, R, G)``, untried models, a recurring prompt's cell per run, refits due, the draws of a ``select`` ``(R G + R,)`` and
+        its choice ``(R,)``; the recurring prompts' kept features (``features``, per run); and ``state``, the kernels' one
+        argument that references them with the learned arrays and the constants (:func:`~genbandit.policies._routing_numba.state`,
+        from ``fields``), built once: the learned arrays stay the same objects for the state's life."""
         work = self._work
         if work is None:
             R, G, D = n_runs, self.n_arms, self.n_components
             out = np.empty((7, R, G))
-            work = SimpleNamespace(zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]), ab=np.empty((2, R, G)),
+            work = SimpleNamespace(phi=np.empty((R, D)), known=np.zeros(R, dtype=bool), features=[{} for _ in range(R)],
+                                   zh=np.empty((2, R, G, D)), out=out, scores=(out[5], out[1], out[6], out[3], out[4]), ab=np.empty((2, R, G)),
                                    untried=np.empty((R, G), dtype=bool), cell=np.zeros((R, G, 3)), has_cell=np.zeros(R, dtype=bool),
                                    due=np.empty(R, dtype=bool), draws=np.empty(R * G + R), chosen=np.empty(R, dtype=np.int64))
             work.fields = dict(
@@ -388,8 +393,8 @@ class EvidenceThompson(_PerDecisionCache, Policy):
                 min_plays=self.initial_plays, symv=_kernels().SYMV, cells=self.max_prompts > 0, cell=work.cell, has_cell=work.has_cell,
                 within=self._within, cost_sum=self._cost_sum, cost_n=self._cost_n, log_price=self._log_price, unit=_PRICE_UNIT,
                 budget=0.0 if self.budget is None else float(self.budget), z=math.inf if self.override_z is None else float(self.override_z),
-                nodes=_NODES, node_weights=_NODE_WEIGHTS, next_fit=self._next_fit, due=work.due, zh=work.zh, out=out, ab=work.ab,
-                untried=work.untried, draws=work.draws, chosen=work.chosen)
+                nodes=_NODES, node_weights=_NODE_WEIGHTS, next_fit=self._next_fit, due=work.due, phi=work.phi, known=work.known, zh=work.zh,
+                out=out, ab=work.ab, untried=work.untried, draws=work.draws, chosen=work.chosen)
             work.state = _kernels().state(**work.fields)
             self._work = work
         return work
@@ -408,20 +413,45 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         work = self._scratch_for(contexts.shape[0])
         keys = self._prompt_cells(contexts, work)
         fresh = _kernels().prepare(contexts, work.state)
+        self._keep_features(contexts, work, keys)
         return self._cache_put(contexts, fresh, keys)
 
     def _prompt_cells(self, contexts: np.ndarray, work: SimpleNamespace) -> list[str] | None:
         """The prompt key of each run's context (``None`` without recurring-prompt cells), with the cell of that prompt, where the
-        run has one, in ``work.cell`` (``work.has_cell``)."""
+        run has one, in ``work.cell`` (``work.has_cell``), and its features, where they were kept for this very context
+        (:meth:`_keep_features`), in ``work.phi`` (``work.known``)."""
         if not self.max_prompts:
             return None
-        keys = [_key(x) for x in contexts]
-        for r, key in enumerate(keys):
-            cell = self._cells[r].get(key)
+        keys = []
+        for r, cells in enumerate(self._cells):  # one pass, rows by index: iterating over contexts' rows costs more than the lookups
+            key = _key(contexts[r])
+            keys.append(key)
+            cell = cells.get(key)
             work.has_cell[r] = cell is not None
+            known = False
             if cell is not None:
                 work.cell[r] = cell
+                kept = work.features[r].get(key)
+                known = kept is not None and kept[0] == contexts[r].tobytes()  # the key is the embedding's to single precision
+                if known:
+                    work.phi[r] = kept[1]
+            work.known[r] = known
         return keys
+
+    def _keep_features(self, contexts: np.ndarray, work: SimpleNamespace, keys: list[str] | None) -> None:
+        """After the kernels computed ``work.phi``: the features of each run's context kept where its prompt recurs (it has a cell)
+        and they were not (the newest ``_FEATURES_KEPT / R`` prompts' per run), so that the next time the prompt comes the kernels
+        skip the ``D x d`` product and the ``D`` cosines (``prepare`` in 7 us instead of 13 with 384-d embeddings and 200
+        features, docs/router.md, "Decision speed"), for the same numbers. Kept only once the bandwidth is set (the features
+        are final then), and only for prompts seen before: distinct prompts pay nothing for it."""
+        if keys is None:
+            return
+        for r, key in enumerate(keys):
+            if work.has_cell[r] and not work.known[r] and self._bandwidth[r] > 0:
+                features = work.features[r]
+                if len(features) >= max(_FEATURES_KEPT // len(keys), 1):
+                    del features[next(iter(features))]
+                features[key] = (contexts[r].tobytes(), work.phi[r].copy())
 
     # ------------------------------------------------------------------ posterior
     def posterior(self, contexts: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -462,8 +492,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = None if prepared else self._prompt_cells(contexts, work)
         bit_generator = self._rng.bit_generator
         with bit_generator.lock:  # as NumPy's own draws hold it: a generator shared with other threads stays whole
-            fresh = _kernels().decide(contexts, prepared, work.state, bit_generator.ctypes.bit_generator.value, self._leader_z())
+            fresh = _kernels().decide(contexts, prepared, work.state, bit_generator.ctypes.bit_generator.value, self._t)
         if not prepared:
+            self._keep_features(contexts, work, keys)
             self._cache_put(contexts, fresh, keys)
         if fresh:
             return argmax_random_ties(np.where(work.untried, np.inf, work.draws[: work.untried.size].reshape(work.untried.shape)), self._rng)
@@ -487,7 +518,9 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         if fresh:
             return base
         laws = np.empty((*mean.shape, self.n_arms))
-        _kernels().override_laws(mean, var, value, spread, noise, self._work.has_cell, self._leader_z(), self.override_z, _TINY, laws)
+        kernels = _kernels()
+        leader_z = kernels.leader_width(self.override_z, self._t)
+        kernels.override_laws(mean, var, value, spread, noise, self._work.has_cell, leader_z, self.override_z, _TINY, laws)
         return np.einsum("rb,rbg->rg", base, laws)
 
     def _scores(self, contexts: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -498,12 +531,6 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         fresh = self._cached(contexts)[0]
         work = self._work
         return (*work.scores, work.untried, fresh)
-
-    def _leader_z(self) -> float:
-        # leaving the context-free leader for this prompt needs override_z; cutting exploration short for the leader needs
-        # the leader above the explored model's upper confidence bound at width sqrt(2 log t) (a Gaussian UCB), so a model
-        # unlucky in its first rounds is not frozen out
-        return max(2.0 * self.override_z, math.sqrt(2.0 * math.log(max(self._t, 1))))
 
     def _check_feedback(self, feedback: Any, actions: np.ndarray) -> Any:
         owner = type(self).__name__
@@ -523,10 +550,10 @@ class EvidenceThompson(_PerDecisionCache, Policy):
         keys = self._cached(contexts)[1]
         self._last = None
         work = self._work
-        some_due, waiting = _kernels().learn(actions, rewards, math.inf if self.override_z is None else self._leader_z(), work.state)
-        if keys is not None:  # learn counted the outcome into each run's copy of its prompt's cell (prepare's)
+        some_due, waiting = _kernels().learn(actions, rewards, self._t, work.state)  # the widths from the state's z: inf without override_z
+        if keys is not None:  # learn counted the outcome into each run's copy of its prompt's cell (prepare's): kept in its place
             for r, key in enumerate(keys):
-                self._cell(r, key)[:] = work.cell[r]
+                self._keep_cell(r, key, work.cell[r].copy())
         if some_due:
             for r in np.flatnonzero(work.due):
                 self._refit(int(r), int(actions[r]))
@@ -697,13 +724,18 @@ class EvidenceThompson(_PerDecisionCache, Policy):
     # ------------------------------------------------------------------ recurring prompts
     def _cell(self, r: int, key: str) -> np.ndarray:
         """Run r's cell of the prompt ``key`` (each model's count and sum of outcomes there), a new one of zeros where it has
-        none, the oldest cell forgotten first when ``max_prompts`` are kept."""
+        none (:meth:`_keep_cell`)."""
+        cell = self._cells[r].get(key)
+        return self._keep_cell(r, key, np.zeros((self.n_arms, 3))) if cell is None else cell
+
+    def _keep_cell(self, r: int, key: str, cell: np.ndarray) -> np.ndarray:
+        """``cell`` kept as run r's cell of the prompt ``key``: in the place of the one it replaces (the order of the cells is
+        that of their prompts' first outcomes), or, for a new prompt, the newest, the oldest cell forgotten first when
+        ``max_prompts`` are kept."""
         cells = self._cells[r]
-        cell = cells.get(key)
-        if cell is None:
-            if len(cells) >= self.max_prompts:
-                del cells[next(iter(cells))]
-            cell = cells[key] = np.zeros((self.n_arms, 3))
+        if key not in cells and len(cells) >= self.max_prompts:
+            del cells[next(iter(cells))]
+        cells[key] = cell
         return cell
 
     # ------------------------------------------------------------------ budget
