@@ -309,6 +309,35 @@ def test_suffix_drafter_follows_a_list_grown_or_edited_in_place():
     assert grown.propose([9, 8, 9, 8], 2).tokens == [9, 8]  # another list: compared, rebuilt
 
 
+def test_suffix_drafter_reads_only_the_new_tokens_of_the_followed_list():
+    """The list given to follow() (the decoder's text) is not compared again; any other sequence is, and unfollows it."""
+    rng = random.Random(3)
+    seq = [rng.randrange(4) for _ in range(60)]
+    followed, fresh = SuffixMatchDrafter(), SuffixMatchDrafter()
+    followed.start(10)
+    text = seq[:10]
+    followed.follow(text)
+    for cut in range(11, len(seq), 4):
+        text.extend(seq[len(text) : cut])
+        fresh.start(10)
+        assert followed.propose(text, 5).tokens == fresh.propose(list(text), 5).tokens
+        assert followed._text is text and followed._seq == text  # read as it grew, never rebuilt
+    other = text[:-1] + [(text[-1] + 1) % 4]  # another list, its last token changed: compared, rebuilt
+    fresh.start(10)
+    assert followed.propose(other, 5).tokens == fresh.propose(list(other), 5).tokens
+    assert followed._text is None and followed._seq == other
+    text.append(seq[len(text)])  # the followed list, given again after another one: compared again, rebuilt
+    fresh.start(10)
+    assert followed.propose(text, 5).tokens == fresh.propose(list(text), 5).tokens and followed._seq == text
+    unfollowed = seq[:20]
+    d = SuffixMatchDrafter()
+    d.start(10)
+    d.propose(unfollowed, 5)
+    unfollowed[-1] = (unfollowed[-1] + 1) % 4  # the same list, not followed, its last seen token edited: rebuilt
+    fresh.start(10)
+    assert d.propose(unfollowed, 5).tokens == fresh.propose(list(unfollowed), 5).tokens and d._seq == unfollowed
+
+
 def test_model_drafter_cache_follows_rejections(models):
     _, draft = models
     d = ModelDrafter(draft)
