@@ -291,21 +291,36 @@ def test_suffix_drafter_restarts_when_the_sequence_changes():
     assert d.propose([4, 5, 4, 5], 2).tokens == [4, 5]  # a different sequence: rebuilt, not appended
 
 
-def test_suffix_drafter_follows_a_list_grown_or_edited_in_place():
-    """The decoder appends to one list: given it again, the drafter drafts as from a copy; edited in place, it rebuilds."""
+@pytest.mark.parametrize("followed", [False, True])
+def test_suffix_drafter_follows_a_list_grown_or_edited_in_place(followed):
+    """The decoder appends to one list: given it again, the drafter drafts as from a copy, and given to follow() (the decoder's
+    promise that it is only appended to) its new tokens are read without comparing the rest. Edited in place, a list not
+    followed rebuilds the automaton; any other sequence is compared, rebuilds it and unfollows the followed list."""
     rng = random.Random(2)
     seq = [rng.randrange(4) for _ in range(80)]
     grown, fresh = SuffixMatchDrafter(), SuffixMatchDrafter()
     grown.start(10)
     text = seq[:10]
+    if followed:
+        grown.follow(text)
     for cut in range(11, len(seq), 3):
         text.extend(seq[len(text) : cut])
         fresh.start(10)
         assert grown.propose(text, 5).tokens == fresh.propose(list(text), 5).tokens
-    text[5:7] = [3, 3]  # edited in place, then grown: the automaton no longer holds a prefix of it
-    text.extend([1, 2])
-    fresh.start(10)
-    assert grown.propose(text, 5).tokens == fresh.propose(list(text), 5).tokens
+        assert grown._seq == text  # read as it grew, never rebuilt
+    if followed:  # another list (its last token changed), then the followed list again, grown: each compared, rebuilt
+        other = text[:-1] + [(text[-1] + 1) % 4]
+        text.append(seq[0])
+        edits = [other, text]
+    else:  # the same list, its last seen token edited, then a token in the middle, grown: each rebuilt
+        text[-1] = (text[-1] + 1) % 4
+        edits = [text, text]
+    for edited in edits:
+        fresh.start(10)
+        assert grown.propose(edited, 5).tokens == fresh.propose(list(edited), 5).tokens and grown._seq == edited
+        assert grown._text is None
+        text[5:7] = [3, 3]
+        text.extend([1, 2])
     assert grown.propose([9, 8, 9, 8], 2).tokens == [9, 8]  # another list: compared, rebuilt
 
 

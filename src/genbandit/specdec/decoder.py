@@ -373,6 +373,7 @@ class SpeculativeDecoder:
         generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**63))
         for drafter in self.drafters.values():
             drafter.start(len(ids))
+            drafter.follow(ids)  # only appended to below: a copier reads only the new tokens of it each round
 
         result = GenerationResult(tokens=[], arm_labels=[a.label for a in self.arms])
         start = time.perf_counter()

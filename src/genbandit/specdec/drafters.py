@@ -43,6 +43,12 @@ class Drafter:
         """Forget anything tied to the previous prompt; the new prompt is ``ids[:prompt_len]``."""
         self._prompt_len = prompt_len
 
+    def follow(self, text: list[int]) -> None:
+        """The caller's promise, until the next :meth:`start`: ``text`` (the prompt, then the text accepted so far) will
+        only be appended to, never edited or shortened. A drafter that keeps state built from the text may then read only
+        the tokens appended since its last call given ``text`` (:class:`~genbandit.specdec.SpeculativeDecoder` calls it after
+        :meth:`start`); without it every call's sequence is compared with that state. The base class keeps nothing."""
+
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
         raise NotImplementedError
 
@@ -119,7 +125,12 @@ class SuffixMatchDrafter(Drafter):
     ``k`` tokens that followed its first occurrence; a copy that reaches the end of the sequence
     goes on with the tokens it has just copied (an overlapping copy, as in LZ77), so a repeat of
     period ``p`` is extended periodically. Each new token costs amortised O(1); a sequence that does not
-    continue the one the automaton holds (edited, not only appended to) rebuilds it.
+    continue the one the automaton holds (edited, not only appended to) rebuilds it. Finding that out
+    compares the sequence with what the automaton holds, O(length) a call, except for the list given to
+    :meth:`~Drafter.follow` (the decoder's text, which it only appends to): that list's new tokens are
+    read and nothing else. Were such a list edited all the same, the drafts would come from
+    the stale automaton: in the decoder a draft changes only how many tokens a round emits, never which
+    (every draft token is verified against the target), so the output would stay the same.
 
     >>> d = SuffixMatchDrafter(min_match=2)
     >>> ids = [1, 2, 3, 4, 9, 1, 2]
@@ -151,6 +162,10 @@ class SuffixMatchDrafter(Drafter):
         self._seq: list[int] = []
         self._match_state = 0  # state of the longest suffix of _seq occurring in _seq[:-1]
         self._match_len = 0
+        self._text: list[int] | None = None  # the list given to follow(), appended to only
+
+    def follow(self, text: list[int]) -> None:
+        self._text = text
 
     def _extend(self, c: int) -> None:
         pos = len(self._seq)
@@ -197,8 +212,14 @@ class SuffixMatchDrafter(Drafter):
         self._seq.append(c)
 
     def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
-        if not hasattr(self, "_seq") or list(ids[: len(self._seq)]) != self._seq:
+        if not hasattr(self, "_seq"):
             self.start(getattr(self, "_prompt_len", 0))
+        # the followed list holds what the automaton holds, and more (the caller's promise): nothing to compare. Any other
+        # sequence is compared, and once the automaton has read it the followed list is no longer known to continue it
+        if ids is not self._text:
+            self._text = None
+            if list(ids[: len(self._seq)]) != self._seq:
+                self.start(self._prompt_len)
         for c in ids[len(self._seq) :]:
             self._extend(int(c))
         if k <= 0 or self._match_len < self.min_match:
