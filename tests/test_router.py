@@ -69,7 +69,7 @@ def test_non_contextual_policy_and_changed_config_are_refused(tmp_path):
     with pytest.raises(InvalidParameterError, match="contextual"):
         Router(make_config(tmp_path, policy="UCB1"))
     Router(make_config(tmp_path)).close()
-    with pytest.raises(InvalidParameterError, match="different policy or configuration"):
+    with pytest.raises(InvalidParameterError, match=r"different policy or configuration \(differing: beta\)"):
         Router(make_config(tmp_path, params={"beta": 2.0}))
 
 

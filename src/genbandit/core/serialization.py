@@ -15,7 +15,7 @@ import numpy as np
 
 from .validation import InvalidInputError
 
-__all__ = ["STATE_VERSION", "to_jsonable", "from_jsonable", "check_state_layout", "check_fields"]
+__all__ = ["STATE_VERSION", "to_jsonable", "from_jsonable", "check_state_layout", "check_fields", "differing_settings"]
 
 #: The layout of ``Policy.state_dict()``: states of another version are refused, never reinterpreted.
 #: A class's hyperparameters and learned fields are checked by name, dtype and shape on load
@@ -100,6 +100,23 @@ def check_state_layout(state: Any) -> None:
     problem = _differ("The state dict's fields differ", set(state), set(_STATE_KEYS))
     if problem:
         raise InvalidInputError(problem + ".")
+
+
+def differing_settings(saved: dict, expected: dict, ignore: tuple[str, ...] = ()) -> list[str]:
+    """What sets two state dicts' policies apart: ``"policy"`` when their classes differ, then each hyperparameter whose value
+    differs (or that one has and the other has not), ``ignore`` left out; empty when a saved state fits the policy that
+    ``expected`` describes. A service resuming from a saved state refuses it unless this is empty.
+
+    >>> a = {"policy": "genbandit.policies.classic:UCB1", "params": {"n_arms": 3, "c": 2.0, "seed": 0}}
+    >>> differing_settings(a, {**a, "params": {"n_arms": 4, "c": 2.0, "seed": 1}}, ignore=("seed",))
+    ['n_arms']
+    """
+    def settings(state: dict) -> dict:
+        return {k: v for k, v in (state.get("params") or {}).items() if k not in ignore}
+
+    theirs, ours = settings(saved), settings(expected)
+    differ = sorted(k for k in theirs.keys() | ours.keys() if k not in theirs or k not in ours or theirs[k] != ours[k])
+    return (["policy"] if saved.get("policy") != expected.get("policy") else []) + differ
 
 
 def check_fields(where: str, saved: dict, expected: dict) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..core.base import Policy
 from ..core.registry import POLICIES
+from ..core.serialization import differing_settings
 from ..core.validation import InvalidParameterError
 from ..policies.propensity import action_probabilities
 from .config import RouterConfig
@@ -204,13 +205,12 @@ class Router:
 
     @staticmethod
     def _check_compatible(stored: dict, fresh: dict) -> None:
-        def params(state):
-            return {k: v for k, v in (state.get("params") or {}).items() if k != "n_arms"}
-
-        if stored.get("policy") != fresh["policy"] or params(stored) != params(fresh):
+        differ = differing_settings(stored, fresh, ignore=("n_arms",))  # models may come and go: the log replays them
+        if differ:
+            theirs, ours = ({k: v for k, v in (state.get("params") or {}).items() if k in differ} for state in (stored, fresh))
             raise InvalidParameterError(
-                "The store holds the state of a different policy or configuration "
-                f"({stored.get('policy')} with {params(stored)}); this config makes {fresh['policy']} with {params(fresh)}. "
+                f"The store holds the state of a different policy or configuration (differing: {', '.join(differ)}): "
+                f"{stored.get('policy')} with {theirs}, where this config makes {fresh['policy']} with {ours}. "
                 "Point the router at a fresh store (another [store] path or prefix) to start over."
             )
 

@@ -217,17 +217,18 @@ def _load_policy_state(path: Path, fresh):
     hyperparameters (arms, lengths, drafters), or a clear error saying what differs. Its learned round times are this
     machine's only if it was saved here; on another they are replaced within ``memory`` rounds."""
     from ..core.base import Policy
+    from ..core.serialization import differing_settings
     from ..core.validation import InvalidInputError, InvalidParameterError
 
     try:
-        saved = Policy.from_state_dict(json.loads(path.read_text()))
+        state = json.loads(path.read_text())
+        saved = Policy.from_state_dict(state)
     except (json.JSONDecodeError, UnicodeDecodeError, InvalidInputError) as error:
         raise InvalidParameterError(f"--policy-state {path}: not a policy state genbandit wrote ({error})") from error
-    theirs, ours = ({k: v for k, v in policy.get_params().items() if k != "seed"} for policy in (saved, fresh))
-    if type(saved) is not type(fresh) or theirs != ours:
-        differs = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+    differ = differing_settings(state, fresh.state_dict(), ignore=("seed",))
+    if differ:
         raise InvalidParameterError(f"--policy-state {path}: saved for {type(saved).__name__} with other settings "
-                                    f"({', '.join(differs) or 'the class'}) than this run's {type(fresh).__name__}; "
+                                    f"({', '.join(differ)}) than this run's {type(fresh).__name__}; "
                                     "give the same --policy, --drafters, --lengths and --no-plain, or another file.")
     return saved
 
