@@ -23,9 +23,10 @@ statistics, its decisions with it; docs/router.md, "Streams it was not built on"
 Bit for bit holds on the platform that recorded it (``platform`` in the fixture: the CPU numba compiles for and the
 kernels OpenBLAS picks): numba compiles for the host's CPU, and another CPU's vector width and fused multiply-adds
 move the last bits of the compiled sums (on an AMD Zen 5 host against the Intel host that recorded the replays before:
-every decision the same, propensities within 4e-14, EvidenceThompson's learned arrays in their last bits). On another
-platform the decisions and the integer state must still be the recorded ones exactly, and the propensities and every
-learned float array (its Euclidean norm and largest magnitude) the recorded ones to rounding. A change meant to alter
+every decision the same, propensities within 4e-14, EvidenceThompson's learned arrays in their last bits; on an AMD
+Zen 4 host 2e-9 relative, through the evidence refit's fixed-point iteration). On another platform the decisions and the
+integer state must still be the recorded ones exactly, the propensities the recorded ones to 1e-12 and every learned
+float array (its Euclidean norm and largest magnitude) to 1e-7 relative. A change meant to alter
 the numbers re-records it: ``PYTHONPATH=src python tests/test_decision_bits.py``.
 """
 
@@ -156,7 +157,9 @@ def test_select_and_update_are_bit_identical_to_the_recorded_replay(name):
     exact = [entry for entry in recorded[f"{name}/digest"].tolist() if entry.split("=")[0] not in floats]
     assert [entry for entry in got["digest"].tolist() if entry.split("=")[0] not in floats] == exact  # integers, cells, the generator
     assert got["float_names"].tolist() == recorded[f"{name}/float_names"].tolist()
-    np.testing.assert_allclose(got["float_summary"], recorded[f"{name}/float_summary"], rtol=1e-9, atol=0)
+    # the evidence refit is a fixed-point iteration stopped at a relative step of 1e-4 in its precision, so rounding that
+    # differs by CPU moves its result by more than the last bit: 2e-9 relative between an AMD Zen 4 and a Zen 5 host
+    np.testing.assert_allclose(got["float_summary"], recorded[f"{name}/float_summary"], rtol=1e-7, atol=0)
 
 
 if __name__ == "__main__":  # re-record the replays (see the module docstring), BLAS on one thread as the test replays them

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+import inspect
 import itertools
 import warnings
 
@@ -20,7 +21,7 @@ from scipy import stats
 
 from genbandit.core.validation import InvalidInputError, InvalidParameterError
 from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
-from genbandit.specdec.tensors import crop_cache
+from genbandit.specdec.tensors import crop_cache, returned_cache
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -194,8 +195,9 @@ def test_a_plain_generation_config_gives_no_warning():
 def test_models_that_cannot_serve_raise_what_they_lack():
     torch.manual_seed(0)
     mamba = transformers.MambaForCausalLM(transformers.MambaConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, state_size=4))
-    # transformers before 5.24 return no cache from Mamba, later ones a cache whose recurrent layers cannot be cropped
-    with pytest.raises(InvalidParameterError, match=r"MambaForCausalLM\) (returns no KV cache|has a cache .* cannot be cropped)"):
+    # transformers before 5.24 return no cache from Mamba, 5.24 a cache whose recurrent layers cannot be cropped, 5.25 one it
+    # reports croppable, on which a pass over several tokens raises
+    with pytest.raises(InvalidParameterError, match=r"MambaForCausalLM\) (returns no KV cache|has a cache .* cannot be cropped|cannot undo a rejected draft)"):
         SpeculativeDecoder(mamba.eval(), {"suffix": SuffixMatchDrafter()})
     t5 = transformers.T5ForConditionalGeneration(transformers.T5Config(vocab_size=VOCAB, d_model=16, d_ff=16, num_layers=1,
                                                                        num_heads=2, d_kv=8))
@@ -205,6 +207,37 @@ def test_models_that_cannot_serve_raise_what_they_lack():
                                                                                  num_attention_heads=2, intermediate_size=16))
     with pytest.raises(InvalidParameterError, match=r"draft model 'model' \(BertLMHeadModel\) returns no KV cache"):
         SpeculativeDecoder(tiny("llama", 0), {"model": ModelDrafter(bert.eval())})
+
+
+class _CropIgnored(torch.nn.Module):
+    """A causal LM whose cache says it can be cropped and ignores the crop (what a recurrent state that reports itself
+    croppable does): every rejected draft would stay in its state."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.config = inner, inner.config
+
+    def get_output_embeddings(self):
+        return self.inner.get_output_embeddings()
+
+    def forward(self, input_ids, use_cache=True, cache=None):
+        keyword = "cache" if "cache" in inspect.signature(type(self.inner).forward).parameters else "past_key_values"
+        out = self.inner(input_ids, use_cache=use_cache, **{keyword: cache})
+        if use_cache:
+            returned_cache(out).crop = lambda count: None
+        return out
+
+
+def test_a_cache_that_ignores_a_crop_is_refused_with_what_it_lacks():
+    model = tiny("llama", 0)
+    SpeculativeDecoder(model, {"suffix": SuffixMatchDrafter()})  # the same model with its own cache serves
+    with pytest.raises(InvalidParameterError, match=r"target \(_CropIgnored\) cannot undo a rejected draft: after a crop its cache gives "
+                                                    r"other logits .* keeps state that a crop does not remove"):
+        SpeculativeDecoder(_CropIgnored(model).eval(), {"suffix": SuffixMatchDrafter()})
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=16, n_layer=1, n_head=2))
+    with pytest.raises(InvalidParameterError, match=r"training mode, where dropout makes every pass differ: call model.eval\(\)"):
+        SpeculativeDecoder(gpt2, {"suffix": SuffixMatchDrafter()})
+    SpeculativeDecoder(gpt2.eval(), {"suffix": SuffixMatchDrafter()})
 
 
 def test_a_legacy_tuple_cache_is_cropped_like_a_dynamic_cache():

@@ -122,4 +122,34 @@ def check_causal_lm(model: Any, role: str) -> torch.device:
     if not getattr(keep_past(cache), "is_croppable", True):
         raise InvalidParameterError(f"The {role} ({name}) has a cache ({type(cache).__name__}) whose layers cannot be cropped "
                                     "(recurrent or linear-attention states): a rejected draft could not be undone.")
+    _check_rollback(model, cache, device, f"The {role} ({name})")
     return out.logits.device
+
+
+def _check_rollback(model: Any, cache: Any, device: torch.device, who: str) -> None:
+    """Undo a rejected draft once, as the decoder does, and compare with decoding from scratch.
+
+    A cache may say it can be cropped and still fail: transformers 5.25 reports Mamba's recurrent cache as croppable, and
+    its forward pass over several tokens on that cache then raises. So after the one-token pass that filled ``cache``, two
+    tokens are run on it (a draft), the cache is cropped back by one (the second rejected) and that token run again: its
+    logits must be those of the three tokens run from nothing.
+    """
+    vocab = vocab_size(model)
+    ids = torch.tensor([[0, 1 % vocab, 2 % vocab]], device=device)
+    try:
+        with torch.no_grad():
+            fresh = model(ids, use_cache=False).logits[0, -1].float()
+            _, cache = cached_forward(model, ids[:, 1:], cache)
+            crop_cache(cache, 2)
+            again = cached_forward(model, ids[:, 2:], cache)[0][0, -1].float()
+    except Exception as error:  # the model's own message says what failed
+        raise InvalidParameterError(f"{who} cannot undo a rejected draft: a forward pass over two tokens on its cache, a crop "
+                                    f"and a pass over one token again failed: {error}") from error
+    # a cropped cache that kept the rejected token's state leaves the logits off by far more than rounding (float32: ~1e-6)
+    tolerance = 1e-3 if next(model.parameters()).dtype in (torch.float32, torch.float64) else 5e-2
+    if not bool(torch.all((again - fresh).abs() <= tolerance * (1.0 + fresh.abs().max()))):
+        raise InvalidParameterError(f"{who} cannot undo a rejected draft: after a crop its cache gives other logits than "
+                                    "decoding from the start (largest difference "
+                                    f"{float((again - fresh).abs().max()):.3g}); "
+                                    + ("it is in training mode, where dropout makes every pass differ: call model.eval()."
+                                       if model.training else "its cache keeps state that a crop does not remove."))
