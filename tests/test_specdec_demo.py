@@ -171,3 +171,27 @@ def test_cli_generate_keeps_the_serving_policy_state_across_runs(tmp_path, capsy
     assert main(argv) != 0 and "not a policy state genbandit wrote" in capsys.readouterr().err
     state.write_text(saved)
     assert main(argv + ["--arm", "plain"]) != 0 and "a fixed --arm has none" in capsys.readouterr().err
+
+
+def test_the_gpu_benchmark_trains_by_steps_and_decodes_side_by_side_on_any_device(tmp_path):
+    """``benchmarks/specdec_gpu.py --smoke`` on the CPU: the larger-model pipeline (train both models on a device by steps, save
+    them, decode every method beside transformers' own) runs end to end, so a session lent a GPU can run it at once."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "specdec_gpu.py"
+    spec = importlib.util.spec_from_file_location("specdec_gpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--smoke", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "training-summary.json").read_text())
+    assert summary["target"]["config"] == bench.SMOKE_RECIPE["target"]["config"]
+    assert summary["draft"]["config"] == bench.SMOKE_RECIPE["draft"]["config"]
+    target, draft = load_models(tmp_path / "models")
+    assert target.config.n_layer == 2 and draft.config.n_embd == 16
+    table = (tmp_path / "table.md").read_text()
+    assert "**yes** (all runs)" in table  # every method's output is plain generate's
+    for method in ("hf:plain", "hf:assisted", "hf:prompt-lookup", "fixed:model:6", "WarmThroughputUCB"):
+        assert f"| {method} |" in table
+    # the full run's models are the larger ones it promises, trained by steps without a wall-clock budget
+    assert bench.GPU_RECIPE["target"]["config"]["n_layer"] == 12 and bench.GPU_RECIPE["target"]["steps"] > bench.GPU_RECIPE["draft"]["steps"]

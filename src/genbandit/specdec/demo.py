@@ -107,6 +107,7 @@ def run_demo(
     threads: int = 1,
     extra_methods: Callable[[Any, Any, Any], dict[str, Callable]] | None = None,
     echo: Callable[[str], None] = print,
+    device: str | None = None,
 ) -> tuple[str, bool]:
     """Run the demo; returns (the Markdown table, whether every prompt finished).
 
@@ -114,8 +115,9 @@ def run_demo(
     and ``table.md`` into ``out`` (default :func:`default_out_dir`). ``models`` is a folder with
     ``target/`` and ``draft/`` (default: the shipped models). ``extra_methods(target, draft,
     tokenizer)`` may add methods timed beside ours: name -> ``f(ids, max_new_tokens) -> new tokens``
-    (MAT unknown). Ctrl-C ends the decoding early: the table then covers the prompts that
-    finished, and the second value is ``False``.
+    (MAT unknown). ``device`` (a torch device, default the CPU) is where the models run. Ctrl-C
+    ends the decoding early: the table then covers the prompts that finished, and the second
+    value is ``False``.
     """
     folder = Path(out) if out is not None else default_out_dir()
     log = DemoLog(folder / "log.txt", echo)
@@ -127,9 +129,9 @@ def run_demo(
 
     torch.set_num_threads(threads)
     model_dir = Path(models) if models is not None else SHIPPED_DIR
-    target, draft = load_models(model_dir)
+    target, draft = load_models(model_dir, device=device)
     training = json.loads((model_dir / "training.json").read_text()) if (model_dir / "training.json").is_file() else {}
-    log(f"models from {model_dir}: target {_params(target)}, draft {_params(draft)}; torch threads {threads}")
+    log(f"models from {model_dir}: target {_params(target)}, draft {_params(draft)}; torch threads {threads}; on {target.device}")
     tok = load_tokenizer(model_dir)
     decoder = demo_decoder(target, draft, tok.eos_token_id)
     labels = [a.label for a in decoder.arms]
@@ -151,7 +153,7 @@ def run_demo(
         for p, (kind, text) in enumerate(prompts):
             ids = tok.encode(text)
             with torch.no_grad():
-                hf = target.generate(torch.tensor([ids]), max_new_tokens=max_new_tokens, do_sample=False,
+                hf = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens, do_sample=False,
                                      eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
             decoder.generate(ids, arm="plain", max_new_tokens=8)  # warm up this prompt's code paths
             for r in range(repeats):
@@ -179,8 +181,11 @@ def run_demo(
         log(f"interrupted: {finished} of {len(prompts)} prompts finished; the table covers those")
     decode_seconds = time.perf_counter() - decode_start
     complete = finished == len(prompts)
+    where = f"{platform.machine()} with {os.cpu_count()} CPUs"
+    if target.device.type == "cuda":
+        where = f"{torch.cuda.get_device_name(target.device)} GPU, {where}"
     table = _report(rows, methods, policies, labels, decoder.max_length, training, max_new_tokens, repeats, finished, len(prompts),
-                    mismatches, decode_seconds, threads, complete)
+                    mismatches, decode_seconds, threads, complete, where)
     (folder / RESULTS_FILE).write_text(table)
     log(f"done in {time.perf_counter() - log.start:.0f}s: {folder / RESULTS_FILE}")
     return table, complete
@@ -217,7 +222,7 @@ def _prompt_line(rows: list[dict], p: int, kind: str, methods: list[str], polici
 
 
 def _report(rows, methods, policies, labels, max_length, training, max_new_tokens, repeats, finished, n_prompts, mismatches,
-            decode_seconds, threads, complete) -> str:
+            decode_seconds, threads, complete, where) -> str:
     import torch
 
     lines = ["### Real-model demo (`genbandit specdec demo`)" + ("" if complete else f" -- interrupted after {finished} of {n_prompts} prompts"), ""]
@@ -275,6 +280,6 @@ def _report(rows, methods, policies, labels, max_length, training, max_new_token
     lines.append("")
     lines.append("Lossless check: every output equals transformers' plain `generate(do_sample=False)`: "
                  + ("**yes** (all runs)." if not mismatches else f"**no** for {len(mismatches)} run(s): {', '.join(mismatches[:8])}."))
-    lines.append(f"Decoding {decode_seconds:.0f} s, torch threads {threads} ({torch.__version__}), {platform.machine()} with {os.cpu_count()} CPUs, "
+    lines.append(f"Decoding {decode_seconds:.0f} s, torch threads {threads} ({torch.__version__}), {where}, "
                  f"load average {os.getloadavg()[0]:.1f} at the end.")
     return "\n".join(lines) + "\n"

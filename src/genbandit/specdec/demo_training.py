@@ -160,6 +160,11 @@ def byte_lengths(tokenizer: Any) -> np.ndarray:
     return np.asarray([1 if t in tokenizer.all_special_tokens else len(t) for t in tokens], dtype=np.int64)
 
 
+def _config(recipe: dict, tag: str) -> dict:
+    """The size of the ``tag`` model (``"target"`` or ``"draft"``): ``recipe[tag]["config"]``, else the demo's."""
+    return recipe[tag].get("config", TARGET_CONFIG if tag == "target" else DRAFT_CONFIG)
+
+
 def build_model(config: dict, seed: int, vocab_size: int):
     """A GPT-2 architecture over ``vocab_size`` tokens (end of text: id 0), initialised from ``seed``."""
     import torch
@@ -180,12 +185,13 @@ def held_out_loss(model: Any, held: np.ndarray, lengths: np.ndarray, block: int 
     import torch
 
     starts = np.random.default_rng(1).integers(0, len(held) - block - 1, size=windows)
-    x = torch.from_numpy(np.stack([held[s : s + block] for s in starts]))
+    windows_ = np.stack([held[s : s + block] for s in starts])
+    x = torch.from_numpy(windows_).to(_device(model))
     model.eval()
     with torch.no_grad():
-        logits = model(x).logits[:, :-1]
+        logits = model(x).logits[:, :-1].float()
         nats = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum")
-    return float(nats) / float(lengths[x[:, 1:].numpy()].sum())
+    return float(nats) / float(lengths[windows_[:, 1:]].sum())
 
 
 def distinct_ngram_share(tokens: Sequence[int], n: int = 4) -> float:
@@ -213,7 +219,7 @@ def greedy_quality(model: Any, tokenizer: Any, prompts: Sequence[str] = QUALITY_
     with torch.no_grad():
         for text in prompts:
             ids = tokenizer.encode(text)
-            out = model.generate(torch.tensor([ids]), max_new_tokens=new_tokens, do_sample=False,
+            out = model.generate(torch.tensor([ids], device=_device(model)), max_new_tokens=new_tokens, do_sample=False,
                                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)[0, len(ids):].tolist()
             continuation = tokenizer.decode(out)
             shares.append(distinct_ngram_share(list(continuation.encode("utf-8")[:measured_bytes])))
@@ -257,12 +263,17 @@ def _schedule(opt: Any, recipe: dict, step: int) -> None:
         group["lr"] = lr
 
 
-def _windows(data: np.ndarray, rng: np.random.Generator, batch: int, block: int) -> Any:
-    """``batch`` windows of ``block`` tokens of ``data`` at random offsets, ``batch x block``."""
+def _device(model: Any) -> Any:
+    """Where ``model``'s weights are: the tensors it is given are made there."""
+    return next(model.parameters()).device
+
+
+def _windows(data: np.ndarray, rng: np.random.Generator, batch: int, block: int, device: Any = "cpu") -> Any:
+    """``batch`` windows of ``block`` tokens of ``data`` at random offsets, ``batch x block``, on ``device``."""
     import torch
 
     starts = rng.integers(0, len(data) - block - 1, size=batch)
-    return torch.from_numpy(np.stack([data[s : s + block] for s in starts]))
+    return torch.from_numpy(np.stack([data[s : s + block] for s in starts])).to(device)
 
 
 def _step(model: Any, opt: Any, loss: Any, losses: list[float]) -> None:
@@ -292,9 +303,9 @@ def _train(model: Any, data: np.ndarray, held: np.ndarray, lengths: np.ndarray, 
             batch, block = recipe["batch"], recipe["block"]
         else:
             batch, block = recipe["long_batch"], recipe["long_block"]
-        x = _windows(data, rng, batch, block)
+        x = _windows(data, rng, batch, block, _device(model))
         offsets = rng.integers(0, N_POSITIONS - block + 1, size=(batch, 1))
-        _step(model, opt, model(x, labels=x, position_ids=torch.from_numpy(offsets + np.arange(block))).loss, losses)
+        _step(model, opt, model(x, labels=x, position_ids=torch.from_numpy(offsets + np.arange(block)).to(x.device)).loss, losses)
         if (step + 1) % 100 == 0 or step + 1 == steps:
             point = {"step": step + 1, "train_loss": round(float(np.mean(losses[-100:])), 4), "seconds": round(time.perf_counter() - start, 1)}
             if (step + 1) % 200 == 0 or step + 1 == steps:
@@ -368,7 +379,7 @@ def _unlikelihood_finetune(model: Any, data: np.ndarray, held: np.ndarray, lengt
     for step in range(steps if stop_after is None else stop_after):
         _schedule(opt, recipe, step)
         if (step + 1) % recipe["mle_every"]:
-            prefixes = _windows(data, rng, recipe["batch"], prefix)
+            prefixes = _windows(data, rng, recipe["batch"], prefix, _device(model))
             model.eval()
             continuation = _greedy_continuations(model, prefixes, length)
             model.train()
@@ -379,7 +390,7 @@ def _unlikelihood_finetune(model: Any, data: np.ndarray, held: np.ndarray, lengt
             window["unlikelihood"].append(float(loss.detach()))
             window["repeated_share"].append(float(mask.float().mean()))
         else:
-            x = _windows(data, rng, recipe["long_batch"], recipe["long_block"])
+            x = _windows(data, rng, recipe["long_batch"], recipe["long_block"], _device(model))
             loss = model(x, labels=x).loss
             window["mle"].append(float(loss.detach()))
         _step(model, opt, loss, losses)
@@ -424,9 +435,13 @@ def prepare(recipe: dict, log: Callable[[str], None] = print) -> tuple[Any, np.n
 
 def train_model(tag: str, out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held: np.ndarray,
                 log: Callable[[str], None] = print) -> dict:
-    """Train the ``"target"`` (then :func:`finetune_target`) or the ``"draft"`` (own ``steps``/``long_steps`` in ``recipe[tag]``); save it with the tokenizer."""
-    config, seed = (TARGET_CONFIG, recipe["seed"]) if tag == "target" else (DRAFT_CONFIG, recipe["seed"] + 1)
-    model = build_model(config, seed, len(tokenizer))
+    """Train the ``"target"`` (then :func:`finetune_target`) or the ``"draft"`` (own ``steps``/``long_steps`` in ``recipe[tag]``); save it with the tokenizer.
+
+    ``recipe[tag]["config"]`` may give the model's size (default :data:`TARGET_CONFIG` / :data:`DRAFT_CONFIG`) and
+    ``recipe["device"]`` where it trains (default the CPU); the fine-tuning runs there too.
+    """
+    config, seed = _config(recipe, tag), recipe["seed"] if tag == "target" else recipe["seed"] + 1
+    model = build_model(config, seed, len(tokenizer)).to(recipe.get("device", "cpu"))
     n_params = sum(p.numel() for p in model.parameters())
     log(f"training the {tag} ({n_params / 1e6:.2f}M parameters, {config}) for {recipe[tag]['steps']} steps")
     lengths = byte_lengths(tokenizer)
@@ -442,15 +457,17 @@ def finetune_target(model: Any, recipe: dict, tokenizer: Any, data: np.ndarray, 
                     log: Callable[[str], None] = print) -> dict:
     """The target's last stage: ``recipe["finetune"]`` steps of :func:`_unlikelihood_finetune`, measured before and after.
 
-    Returns ``before_finetune`` (held-out loss and :func:`greedy_shares` of the model it is given)
-    and ``finetune`` (its record, with ``check_first_losses``: five fine-tuning steps from the
+    Returns nothing when ``recipe["finetune"]["steps"]`` is 0, else ``before_finetune`` (held-out loss and
+    :func:`greedy_shares` of the model it is given) and ``finetune`` (its record, with ``check_first_losses``: five fine-tuning steps from the
     untrained target, which a check can repeat without the trained one).
     """
     seed, lengths, stage = recipe["seed"], byte_lengths(tokenizer), {**recipe, **recipe["finetune"]}
+    if stage["steps"] == 0:  # no fine-tuning: the target is kept as trained
+        return {}
     before = {"held_out_loss": round(held_out_loss(model, held, lengths), 4), **greedy_shares(model, tokenizer)}
     log(f"fine-tuning the target with sequence-level unlikelihood for {stage['steps']} steps")
     record = _unlikelihood_finetune(model, data, held, lengths, stage, seed, log)
-    untrained = build_model(TARGET_CONFIG, seed, len(tokenizer))
+    untrained = build_model(_config(recipe, "target"), seed, len(tokenizer)).to(_device(model))
     record["check_first_losses"] = _unlikelihood_finetune(untrained, data, held, lengths, stage, seed, lambda msg: None, stop_after=5)["first_losses"]
     return {"before_finetune": before, "finetune": record}
 
@@ -465,7 +482,7 @@ def finish(out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held
               "python": platform.python_version(), "torch": torch.__version__,
               "corpus": "Python standard library *.py (test suites left out, every tenth file held out)",
               "tokenizer": f"byte-level BPE tokenizer ({len(tokenizer)} tokens)", **record}
-    for tag, model in zip(("target", "draft"), load_models(out)):
+    for tag, model in zip(("target", "draft"), load_models(out, device=recipe.get("device"))):
         record[tag]["held_out_loss_shipped"] = round(held_out_loss(model, held, lengths), 4)
         record[tag].update(greedy_shares(model, tokenizer))
     log(f"held-out loss (nats/byte): target {record['target']['held_out_loss_shipped']}, draft {record['draft']['held_out_loss_shipped']}; "
@@ -475,14 +492,14 @@ def finish(out: str | Path, recipe: dict, tokenizer: Any, data: np.ndarray, held
     return record
 
 
-def load_models(folder: str | Path | None = None) -> tuple[Any, Any]:
-    """The demo's (target, draft) from ``folder`` (default: the shipped models), in float32, in eval mode."""
+def load_models(folder: str | Path | None = None, device: Any = None) -> tuple[Any, Any]:
+    """The demo's (target, draft) from ``folder`` (default: the shipped models), in float32, in eval mode, on ``device`` (default the CPU)."""
     from transformers import GPT2LMHeadModel
 
     folder = Path(folder) if folder is not None else SHIPPED_DIR
     target = GPT2LMHeadModel.from_pretrained(folder / "target").float().eval()
     draft = GPT2LMHeadModel.from_pretrained(folder / "draft").float().eval()
-    return target, draft
+    return (target.to(device), draft.to(device)) if device is not None else (target, draft)
 
 
 def load_tokenizer(folder: str | Path | None = None) -> Any:
