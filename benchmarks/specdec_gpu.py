@@ -40,7 +40,7 @@ from genbandit.specdec.demo import DEMO_PROMPTS, run_demo
 from genbandit.specdec.demo_training import TRAIN, train_models
 
 #: The larger models: a 12-layer target of width 384 (about 23M parameters with the 4,096-token vocabulary) and a
-#: 2-layer draft of width 192 (about 1.7M), each trained for a fixed number of steps of 32 windows of 256 tokens (the last
+#: 2-layer draft of width 192 (about 1.8M), each trained for a fixed number of steps of 32 windows of 256 tokens (the last
 #: steps on 8 windows of the full 512-token context). No unlikelihood fine-tuning: the target is measured as trained.
 GPU_RECIPE = dict(
     corpus_bytes=20_000_000, lr=1e-3, warmup=100, batch=32, block=256, long_batch=8, long_block=512,
