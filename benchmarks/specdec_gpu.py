@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from genbandit.specdec.demo import DEMO_PROMPTS, run_demo
+from genbandit.specdec.demo import DEMO_PROMPTS, run_demo, transformers_methods
 from genbandit.specdec.demo_training import TRAIN, train_models
 
 #: The larger models: a 12-layer target of width 384 (about 23M parameters with the 4,096-token vocabulary) and a
@@ -55,21 +55,6 @@ SMOKE_RECIPE = dict(
     draft=dict(steps=4, long_steps=1, config=dict(n_embd=16, n_layer=1, n_head=2)),
     finetune=dict(TRAIN["finetune"], steps=0),
 )
-
-
-def hf_methods(target, draft, tok) -> dict:
-    """``transformers``' own greedy methods on the same models: name -> ``f(ids, max_new_tokens) -> new tokens``."""
-    common = dict(do_sample=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
-
-    def call(**extra):
-        def run(ids, max_new_tokens):
-            with torch.no_grad():
-                out = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens, **common, **extra)
-            return out[0, len(ids):].tolist()
-
-        return run
-
-    return {"hf:plain": call(), "hf:assisted": call(assistant_model=draft), "hf:prompt-lookup": call(prompt_lookup_num_tokens=6)}
 
 
 def main(argv=None) -> int:
@@ -102,7 +87,7 @@ def main(argv=None) -> int:
     prompts = DEMO_PROMPTS[:2] if args.smoke else DEMO_PROMPTS
     max_new_tokens = 16 if args.smoke else args.max_new_tokens
     table, complete = run_demo(args.out, models=models, max_new_tokens=max_new_tokens, repeats=2 if args.smoke else args.repeats,
-                               prompts=prompts, extra_methods=hf_methods, device=args.device,
+                               prompts=prompts, extra_methods=transformers_methods, device=args.device,
                                echo=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(table)
     return 0 if complete else 130

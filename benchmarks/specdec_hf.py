@@ -21,23 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
-from genbandit.specdec.demo import run_demo
-
-
-def hf_methods(target, draft, tok) -> dict:
-    common = dict(do_sample=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
-
-    def call(**extra):
-        def run(ids, max_new_tokens):
-            with torch.no_grad():
-                out = target.generate(torch.tensor([ids]), max_new_tokens=max_new_tokens, **common, **extra)
-            return out[0, len(ids):].tolist()
-
-        return run
-
-    return {"hf:plain": call(), "hf:assisted": call(assistant_model=draft), "hf:prompt-lookup": call(prompt_lookup_num_tokens=6)}
+from genbandit.specdec.demo import run_demo, transformers_methods
 
 
 def main(argv=None) -> int:
@@ -48,7 +32,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     table, complete = run_demo(args.out, max_new_tokens=args.max_new_tokens, repeats=args.repeats, threads=args.threads,
-                               extra_methods=hf_methods, echo=lambda msg: print(msg, file=sys.stderr, flush=True))
+                               extra_methods=transformers_methods, echo=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(table)
     return 0 if complete else 130
 

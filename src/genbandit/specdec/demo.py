@@ -28,7 +28,8 @@ import numpy as np
 
 from .demo_training import DEMO_PROMPTS
 
-__all__ = ["run_demo", "demo_decoder", "shipped_decoder", "cached_demo_table", "report_section", "default_out_dir", "DEMO_PROMPTS", "LENGTHS", "DemoLog"]
+__all__ = ["run_demo", "demo_decoder", "shipped_decoder", "transformers_methods", "cached_demo_table", "report_section", "default_out_dir",
+           "DEMO_PROMPTS", "LENGTHS", "DemoLog"]
 
 RESULTS_FILE = "table.md"
 LENGTHS = (3, 6)
@@ -82,6 +83,25 @@ def demo_decoder(target: Any, draft: Any, eos_token_id: int | None):
 
     drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
     return SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=eos_token_id)
+
+
+def transformers_methods(target: Any, draft: Any, tokenizer: Any) -> dict[str, Callable]:
+    """``transformers``' own greedy decoding of ``target``, for :func:`run_demo`'s ``extra_methods``: plain ``generate``
+    (``hf:plain``), assisted generation with ``draft`` (``hf:assisted``, its default schedule of draft lengths) and prompt
+    lookup decoding (``hf:prompt-lookup``, 6 tokens): name -> ``f(ids, max_new_tokens) -> new tokens``."""
+    import torch
+
+    common = dict(do_sample=False, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
+
+    def call(**extra):
+        def run(ids, max_new_tokens):
+            with torch.no_grad():
+                out = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens, **common, **extra)
+            return out[0, len(ids):].tolist()
+
+        return run
+
+    return {"hf:plain": call(), "hf:assisted": call(assistant_model=draft), "hf:prompt-lookup": call(prompt_lookup_num_tokens=6)}
 
 
 def shipped_decoder(threads: int = 1) -> tuple[Any, Any]:
