@@ -23,7 +23,7 @@ Run on a machine with a CUDA GPU (the device defaults to ``cuda`` when one is vi
 
 ``--smoke`` trains tiny models for a few steps and decodes two prompts: a check that the script runs, on any device
 (the test suite runs it on the CPU). TF32 matrix products are allowed while training and switched off before decoding,
-so that decoding compares float32 with float32.
+so that decoding compares float32 with float32 (the setting is put back as it was).
 """
 
 from __future__ import annotations
@@ -77,9 +77,12 @@ def main(argv=None) -> int:
         recipe = {**(SMOKE_RECIPE if args.smoke else GPU_RECIPE), "device": args.device}
         log(f"training on {args.device}: target {recipe['target']['config']} for {recipe['target']['steps']} steps, "
             f"draft {recipe['draft']['config']} for {recipe['draft']['steps']} steps")
+        tf32 = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = True  # training only: the models are saved, then decoded in float32
-        record = train_models(models, log=log, recipe=recipe)
-        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            record = train_models(models, log=log, recipe=recipe)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
         log("trained: held-out loss (nats per byte) target {0}, draft {1}".format(
             record["target"]["held_out_loss_shipped"], record["draft"]["held_out_loss_shipped"]))
         (args.out / "training-summary.json").write_text(json.dumps(

@@ -10,7 +10,6 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import inspect
 import itertools
 import warnings
 
@@ -21,7 +20,7 @@ from scipy import stats
 
 from genbandit.core.validation import InvalidInputError, InvalidParameterError
 from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
-from genbandit.specdec.tensors import crop_cache, returned_cache
+from genbandit.specdec.tensors import _cache_keyword, crop_cache, returned_cache
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -221,8 +220,7 @@ class _CropIgnored(torch.nn.Module):
         return self.inner.get_output_embeddings()
 
     def forward(self, input_ids, use_cache=True, cache=None):
-        keyword = "cache" if "cache" in inspect.signature(type(self.inner).forward).parameters else "past_key_values"
-        out = self.inner(input_ids, use_cache=use_cache, **{keyword: cache})
+        out = self.inner(input_ids, use_cache=use_cache, **{_cache_keyword(type(self.inner)): cache})
         if use_cache:
             returned_cache(out).crop = lambda count: None
         return out

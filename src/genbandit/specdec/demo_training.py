@@ -185,13 +185,13 @@ def held_out_loss(model: Any, held: np.ndarray, lengths: np.ndarray, block: int 
     import torch
 
     starts = np.random.default_rng(1).integers(0, len(held) - block - 1, size=windows)
-    windows_ = np.stack([held[s : s + block] for s in starts])
-    x = torch.from_numpy(windows_).to(_device(model))
+    tokens = np.stack([held[s : s + block] for s in starts])
+    x = torch.from_numpy(tokens).to(_device(model))
     model.eval()
     with torch.no_grad():
         logits = model(x).logits[:, :-1].float()
         nats = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum")
-    return float(nats) / float(lengths[windows_[:, 1:]].sum())
+    return float(nats) / float(lengths[tokens[:, 1:]].sum())
 
 
 def distinct_ngram_share(tokens: Sequence[int], n: int = 4) -> float:
@@ -268,7 +268,7 @@ def _device(model: Any) -> Any:
     return next(model.parameters()).device
 
 
-def _windows(data: np.ndarray, rng: np.random.Generator, batch: int, block: int, device: Any = "cpu") -> Any:
+def _windows(data: np.ndarray, rng: np.random.Generator, batch: int, block: int, device: Any) -> Any:
     """``batch`` windows of ``block`` tokens of ``data`` at random offsets, ``batch x block``, on ``device``."""
     import torch
 

@@ -147,9 +147,9 @@ def _check_rollback(model: Any, cache: Any, device: torch.device, who: str) -> N
                                     f"and a pass over one token again failed: {error}") from error
     # a cropped cache that kept the rejected token's state leaves the logits off by far more than rounding (float32: ~1e-6)
     tolerance = 1e-3 if next(model.parameters()).dtype in (torch.float32, torch.float64) else 5e-2
-    if not bool(torch.all((again - fresh).abs() <= tolerance * (1.0 + fresh.abs().max()))):
+    difference = float((again - fresh).abs().max())
+    if not difference <= tolerance * (1.0 + float(fresh.abs().max())):  # written so that a NaN fails too
         raise InvalidParameterError(f"{who} cannot undo a rejected draft: after a crop its cache gives other logits than "
-                                    "decoding from the start (largest difference "
-                                    f"{float((again - fresh).abs().max()):.3g}); "
+                                    f"decoding from the start (largest difference {difference:.3g}); "
                                     + ("it is in training mode, where dropout makes every pass differ: call model.eval()."
                                        if model.training else "its cache keeps state that a crop does not remove."))
