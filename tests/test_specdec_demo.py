@@ -7,9 +7,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+import csv
 import json
 import platform
 
+from genbandit.core.validation import InvalidParameterError
 from genbandit.specdec import demo, demo_training
 from genbandit.specdec.demo_training import (
     SHIPPED_DIR,
@@ -135,6 +137,31 @@ def test_demo_writes_prompt_by_prompt_and_is_lossless(tmp_path):
     log = (tmp_path / "log.txt").read_text()
     assert "prompt 0 (code) done" in log and "prompt 1 (text) done" in log
     assert demo.cached_demo_table(tmp_path) == table
+
+
+def test_a_sampled_demo_is_seeded_per_repetition_and_claims_no_token_check(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        table, complete = demo.run_demo(tmp_path / name, max_new_tokens=24, repeats=2, prompts=PROMPTS, echo=lambda msg: None,
+                                        temperature=0.8)
+        assert complete and "Sampling at temperature 0.8" in table and "no token for token check" in table
+        assert "Lossless check" not in table and "WarmThroughputUCB / best fixed arm" in table
+        with (tmp_path / name / "results.csv").open() as handle:
+            rows = list(csv.DictReader(handle))
+        assert len(rows) == 2 * 2 * (7 + 2) and {row["identical"] for row in rows} == {""}  # not checked
+        # the serving policy's choices follow the measured round times; every other method's rounds are the seeds' alone
+        runs.append({(row["prompt"], row["method"], row["repetition"]): (row["tokens"], row["rounds"], row["pulls"]) for row in rows
+                     if row["method"] != "WarmThroughputUCB"})
+    assert runs[0] == runs[1]  # the same seeds draw the same texts, round for round
+    # the two repetitions of a method draw with different seeds: somewhere their rounds differ
+    assert any(runs[0][p, m, "0"] != runs[0][p, m, "1"] for p, m, r in runs[0] if r == "0")
+
+
+def test_the_demo_refuses_a_bad_temperature_and_greedy_extras_beside_sampling(tmp_path):
+    with pytest.raises(InvalidParameterError, match="temperature must be >= 0"):
+        demo.run_demo(tmp_path, temperature=-1.0, echo=lambda msg: None)
+    with pytest.raises(InvalidParameterError, match="cannot run beside a sampled demo"):
+        demo.run_demo(tmp_path, temperature=0.5, extra_methods=demo.transformers_methods, echo=lambda msg: None)
 
 
 def test_ctrl_c_keeps_the_finished_prompts(tmp_path):

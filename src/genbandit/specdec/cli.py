@@ -56,6 +56,8 @@ def register(subparsers) -> None:
     demo.add_argument("--policies", default=f"{SERVING_POLICY},UCBSpec", help=f"comma-separated policies (default {SERVING_POLICY},UCBSpec)")
     demo.add_argument("--quick", action="store_true", help="two prompts, 64 tokens: a smoke test")
     demo.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: measured faster than 2 for these models)")
+    demo.add_argument("--temperature", type=float, default=0.0,
+                      help="0 for greedy decoding (default, each output checked against transformers' generate); > 0 samples")
     demo.set_defaults(handler=_demo)
 
     train = sub.add_parser("train-demo", help="train the demo's target and draft again (by steps; the package ships the result)")
@@ -249,7 +251,7 @@ def _demo(args: argparse.Namespace) -> int:
         table, complete = run_demo(
             out=args.out, models=args.models, max_new_tokens=64 if args.quick else args.max_new_tokens, repeats=args.repeats,
             prompts=DEMO_PROMPTS[:2] if args.quick else None, policies=_split(args.policies), threads=args.threads,
-            echo=lambda msg: print(msg, file=sys.stderr, flush=True),
+            temperature=args.temperature, echo=lambda msg: print(msg, file=sys.stderr, flush=True),
         )
     except KeyboardInterrupt:
         print("interrupted before the first prompt finished; nothing to report", file=sys.stderr)

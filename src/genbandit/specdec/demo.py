@@ -76,13 +76,14 @@ class DemoLog:
             handle.write(line + "\n")
 
 
-def demo_decoder(target: Any, draft: Any, eos_token_id: int | None):
-    """The demo's decoder: plain decoding, and the draft model, prompt lookup and suffix match at each of :data:`LENGTHS`."""
+def demo_decoder(target: Any, draft: Any, eos_token_id: int | None, temperature: float = 0.0):
+    """The demo's decoder: plain decoding, and the draft model, prompt lookup and suffix match at each of :data:`LENGTHS`
+    (greedy, or sampling at ``temperature``)."""
     from .decoder import SpeculativeDecoder
     from .drafters import ModelDrafter, PromptLookupDrafter, SuffixMatchDrafter
 
     drafters = {"model": ModelDrafter(draft), "pld": PromptLookupDrafter(), "suffix": SuffixMatchDrafter()}
-    return SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=eos_token_id)
+    return SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=eos_token_id, temperature=temperature)
 
 
 def transformers_methods(target: Any, draft: Any, tokenizer: Any) -> dict[str, Callable]:
@@ -128,6 +129,7 @@ def run_demo(
     extra_methods: Callable[[Any, Any, Any], dict[str, Callable]] | None = None,
     echo: Callable[[str], None] = print,
     device: str | None = None,
+    temperature: float = 0.0,
 ) -> tuple[str, bool]:
     """Run the demo; returns (the Markdown table, whether every prompt finished).
 
@@ -135,10 +137,20 @@ def run_demo(
     and ``table.md`` into ``out`` (default :func:`default_out_dir`). ``models`` is a folder with
     ``target/`` and ``draft/`` (default: the shipped models). ``extra_methods(target, draft,
     tokenizer)`` may add methods timed beside ours: name -> ``f(ids, max_new_tokens) -> new tokens``
-    (MAT unknown). ``device`` (a torch device, default the CPU) is where the models run. Ctrl-C
-    ends the decoding early: the table then covers the prompts that finished, and the second
-    value is ``False``.
+    (MAT unknown). ``device`` (a torch device, default the CPU) is where the models run.
+    ``temperature`` > 0 samples instead of decoding greedily: repetition ``r`` of every method
+    draws with seed ``r``, and since each method then writes its own text, there is no token for
+    token check (the test suite's chi-square test checks the law of the sampled tokens); the
+    extra methods, greedy by nature, are refused. Ctrl-C ends the decoding early: the table then
+    covers the prompts that finished, and the second value is ``False``.
     """
+    from ..core.validation import InvalidParameterError
+
+    if not (temperature >= 0 and np.isfinite(temperature)):
+        raise InvalidParameterError(f"temperature must be >= 0. Got {temperature!r} instead.")
+    if temperature > 0 and extra_methods is not None:
+        raise InvalidParameterError("extra_methods are compared token for token with greedy decoding; "
+                                    "they cannot run beside a sampled demo (temperature > 0).")
     folder = Path(out) if out is not None else default_out_dir()
     log = DemoLog(folder / "log.txt", echo)
     log(f"genbandit specdec demo: writing log.txt, results.csv and table.md to {folder}")
@@ -153,7 +165,7 @@ def run_demo(
     training = json.loads((model_dir / "training.json").read_text()) if (model_dir / "training.json").is_file() else {}
     log(f"models from {model_dir}: target {_params(target)}, draft {_params(draft)}; torch threads {threads}; on {target.device}")
     tok = load_tokenizer(model_dir)
-    decoder = demo_decoder(target, draft, tok.eos_token_id)
+    decoder = demo_decoder(target, draft, tok.eos_token_id, temperature)
     labels = [a.label for a in decoder.arms]
     others = extra_methods(target, draft, tok) if extra_methods is not None else {}
     methods = list(others) + ["fixed:" + label for label in labels] + list(policies)
@@ -172,9 +184,11 @@ def run_demo(
     try:
         for p, (kind, text) in enumerate(prompts):
             ids = tok.encode(text)
-            with torch.no_grad():
-                hf = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens, do_sample=False,
-                                     eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
+            hf = None  # the reference of the token for token check: transformers' own greedy decoding
+            if temperature == 0:
+                with torch.no_grad():
+                    hf = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens, do_sample=False,
+                                         eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
             decoder.generate(ids, arm="plain", max_new_tokens=8)  # warm up this prompt's code paths
             for r in range(repeats):
                 order = methods if (p + r) % 2 == 0 else methods[::-1]
@@ -188,14 +202,15 @@ def run_demo(
                         res = decoder.generate(ids, max_new_tokens=max_new_tokens, seed=r, **how)
                         tokens, rounds, seconds = res.tokens, res.rounds, res.seconds
                         pulls = {k: v for k, v in res.arm_counts().items() if v}
-                    if tokens != hf:
+                    if hf is not None and tokens != hf:
                         mismatches.append(f"prompt {p} {name} repetition {r}")
                     rows.append({"prompt": p, "kind": kind, "method": name, "repetition": r, "tokens": len(tokens),
                                  "rounds": rounds, "seconds": round(seconds, 6), "tokens_per_s": round(len(tokens) / seconds, 2),
-                                 "identical": tokens == hf, "pulls": json.dumps(pulls)})
+                                 "identical": "" if hf is None else tokens == hf, "pulls": json.dumps(pulls)})
             finished = p + 1
             _write_csv(folder / "results.csv", rows)
-            log(_prompt_line(rows, p, kind, methods, policies) + (f"; sample: {(text[-40:] + '|' + tok.decode(hf)[:80])!r}" if p < 2 else ""))
+            sample = hf if hf is not None else tokens  # sampled: the last run's text
+            log(_prompt_line(rows, p, kind, methods, policies) + (f"; sample: {(text[-40:] + '|' + tok.decode(sample)[:80])!r}" if p < 2 else ""))
     except KeyboardInterrupt:
         rows = [row for row in rows if row["prompt"] < finished]
         log(f"interrupted: {finished} of {len(prompts)} prompts finished; the table covers those")
@@ -205,7 +220,7 @@ def run_demo(
     if target.device.type == "cuda":
         where = f"{torch.cuda.get_device_name(target.device)} GPU, {where}"
     table = _report(rows, methods, policies, labels, decoder.max_length, training, max_new_tokens, repeats, finished, len(prompts),
-                    mismatches, decode_seconds, threads, complete, where)
+                    mismatches, decode_seconds, threads, complete, where, temperature)
     (folder / RESULTS_FILE).write_text(table)
     log(f"done in {time.perf_counter() - log.start:.0f}s: {folder / RESULTS_FILE}")
     return table, complete
@@ -242,7 +257,7 @@ def _prompt_line(rows: list[dict], p: int, kind: str, methods: list[str], polici
 
 
 def _report(rows, methods, policies, labels, max_length, training, max_new_tokens, repeats, finished, n_prompts, mismatches,
-            decode_seconds, threads, complete, where) -> str:
+            decode_seconds, threads, complete, where, temperature=0.0) -> str:
     import torch
 
     lines = ["### Real-model demo (`genbandit specdec demo`)" + ("" if complete else f" -- interrupted after {finished} of {n_prompts} prompts"), ""]
@@ -259,7 +274,8 @@ def _report(rows, methods, policies, labels, max_length, training, max_new_token
         f"share of distinct byte 4-grams in the target's greedy text: other prompts {target.get('greedy', {}).get('distinct_4gram_share', float('nan'))}"
         + "".join(f", {KINDS[kind]} prompts {q['distinct_4gram_share']}" for kind, q in target.get("greedy_demo_prompts", {}).items())
         + "). "
-        f"Greedy decoding, {max_new_tokens} new tokens per prompt, {finished} prompts, arms = plain + {{model, pld, suffix}} x lengths "
+        + ("Greedy decoding" if temperature == 0 else f"Sampling at temperature {temperature:g} (repetition r of every method draws with seed r)")
+        + f", {max_new_tokens} new tokens per prompt, {finished} prompts, arms = plain + {{model, pld, suffix}} x lengths "
         f"{list(LENGTHS)} (L = {max_length}). Each method ran {repeats} times per prompt, the order of the methods alternating; the "
         "serving policy carries its state from prompt to prompt (one chain per repetition), UCBSpec starts afresh on each prompt.",
         "tokens/s = generated tokens / wall time (prefill included), summed over the prompts of a class, as mean +- standard deviation "
@@ -298,8 +314,12 @@ def _report(rows, methods, policies, labels, max_length, training, max_new_token
             ratio = _per_repetition(rows, name, classes[-1][2]) / _per_repetition(rows, other, classes[-1][2])
             lines.append(f"{name} / {other}, all prompts, per repetition: {ratio.mean():.2f} +- {ratio.std(ddof=1) if len(ratio) > 1 else 0:.2f}.")
     lines.append("")
-    lines.append("Lossless check: every output equals transformers' plain `generate(do_sample=False)`: "
-                 + ("**yes** (all runs)." if not mismatches else f"**no** for {len(mismatches)} run(s): {', '.join(mismatches[:8])}."))
+    if temperature == 0:
+        lines.append("Lossless check: every output equals transformers' plain `generate(do_sample=False)`: "
+                     + ("**yes** (all runs)." if not mismatches else f"**no** for {len(mismatches)} run(s): {', '.join(mismatches[:8])}."))
+    else:
+        lines.append("Sampled outputs differ from method to method, so there is no token for token check here; the test suite's "
+                     "chi-square test checks that the decoder's sampled tokens follow the target's law.")
     lines.append(f"Decoding {decode_seconds:.0f} s, torch threads {threads} ({torch.__version__}), {where}, "
                  f"load average {os.getloadavg()[0]:.1f} at the end.")
     return "\n".join(lines) + "\n"
