@@ -199,6 +199,58 @@ def test_sampling_matches_the_target_distribution_chi_square(policy_name):
     assert noncentral > 3 * stats.chi2.ppf(0.99, len(expected) - 1)
 
 
+def test_a_side_observation_under_sampling_has_the_law_of_the_copiers_own_round():
+    """Under sampling the verifier keeps a point-mass draft's token x with probability P(x), the probability that the
+    lossless text's token is x: the tokens on which the sampled text agrees with a copier's draft are distributed as those
+    its own round would keep. A policy that always plays plain decoding records the side observations of a copier whose
+    draft is always [2, 2, 2]; the first of each response must follow the exact law of that copier's round there."""
+    vocab, temperature, n = 3, 1.0, 1500
+    target = tiny_gpt(vocab=vocab, layers=1, width=16, seed=10, init=0.8)
+    prompt = [0, 1, 2, 1, 0, 1]
+
+    class Always(PromptLookupDrafter):
+        def propose(self, ids, k, **kw):
+            from genbandit.specdec.drafters import Draft
+
+            return Draft([2] * k)
+
+    class PlainRecordingObservations:
+        n_runs, feedback_keys = 1, ("tokens", "seconds")
+
+        def __init__(self, n_arms, plain):
+            self.n_arms, self.plain, self.first = n_arms, plain, []
+
+        def begin_response(self):
+            self.seen = []
+
+        def _select(self, contexts):
+            return np.array([self.plain])
+
+        def _learn(self, arms, feedback, contexts):
+            pass
+
+        def observe(self, arm, tokens):
+            if not self.seen:
+                self.first.append(int(tokens))
+            self.seen.append(tokens)
+
+    dec = SpeculativeDecoder(target, {"always": Always()}, lengths=[3], temperature=temperature, eos_token_id=None)
+    policy = PlainRecordingObservations(len(dec.arms), dec.arm_index("plain"))
+    for seed in range(n):
+        dec.generate(prompt, policy=policy, max_new_tokens=3, seed=seed)
+    assert len(policy.first) == n  # the draft at the response's start is covered or refuted within its 3 tokens
+    # the copier's own round from the prompt emits min(A, 3) + 1 tokens, P(A >= j) = P(the first j tokens are all 2)
+    law = _sequence_law(target, prompt, 3, vocab, temperature).reshape(vocab, vocab, vocab)
+    at_least = [1.0, law[2].sum(), law[2, 2].sum(), law[2, 2, 2]]
+    expected = np.array([at_least[j] - (at_least[j + 1] if j < 3 else 0.0) for j in range(4)]) * n
+    assert expected.min() > 0.03 * n  # every outcome is common: the test has power on each
+    counts = np.bincount(policy.first, minlength=5)[1:]
+    assert stats.chisquare(counts, expected).pvalue > 0.01
+    # and the copier's own first rounds (4 tokens asked, so that it drafts its 3) follow the same law
+    own = np.bincount([dec.generate(prompt, arm="always:3", max_new_tokens=4, seed=seed).emitted[0] for seed in range(n)], minlength=5)[1:]
+    assert stats.chisquare(own, expected).pvalue > 0.01
+
+
 def test_point_mass_rejection_rule_is_exact():
     """A copier's draft (Q = delta_x) at one position: emitted law equals P exactly (checked by enumeration)."""
     vocab = 5

@@ -44,11 +44,13 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   long enough to show it (a shorter arm's rounds cannot extinguish it), and the shorter arm's full
   acceptances raise it through ``S_p``: an arm locked in at a short length keeps the longer one
   in reach. Rounds of plain decoding, or of arms given without lengths, are a plain mean.
-- **Side observations** (Mannor and Shamir, 2011): under greedy decoding a copier's draft is a
-  function of the text and costs microseconds, so the decoder takes it at the start of every round
-  that does not play the copier's longest arm and, once the text covers or refutes it, tells the
-  policy exactly what that arm would have emitted there (:meth:`WarmThroughputUCB.observe`; when
-  the copier itself played a shorter arm, the observation counts only for its longer arms). Every
+- **Side observations** (Mannor and Shamir, 2011): a copier's draft is a function of the text and
+  costs microseconds, so the decoder takes it at the start of every round that does not play the
+  copier's longest arm and, once the text covers or refutes it, tells the policy what that arm
+  would have emitted there (:meth:`WarmThroughputUCB.observe`; when the copier itself played a
+  shorter arm, the observation counts only for its longer arms): exactly under greedy decoding, and
+  in law under sampling, where the verifier keeps a point-mass draft's token ``x`` with probability
+  ``P(x)``, the probability that the lossless text's token is ``x`` (Leviathan et al., 2023). Every
   such round is observed, whatever the played arm emitted: comparing only when the round's tokens
   covered the copier's draft selected the rounds where the text was easy to predict and overrated
   the idle copier.
@@ -56,7 +58,7 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   Sharma, 2010, whose AUER plays the awake arm of largest upper confidence bound). A copier
   whose index holds no match for the text's end drafts nothing, so its round would be a plain
   round: one token at the verification cost of one token. Its draft is free to know before the
-  choice, so under greedy decoding the decoder takes every copier's draft at the start of the
+  choice, so the decoder takes every copier's draft at the start of the
   round and the policy chooses among the arms that can draft there (``_play``'s ``asleep``); the
   copier is neither played nor observed in a round it sleeps through. Its statistics are then
   its tokens and seconds per round *when it has a draft*, which is what decides between it and
@@ -257,8 +259,8 @@ class WarmThroughputUCB(Policy):
         """Count a round that ``arm`` was not played in but whose outcome is known: ``tokens`` it would have emitted.
 
         A side observation (Mannor and Shamir, 2011): a copier's draft costs microseconds and is a
-        function of the text, so under greedy decoding it can be compared with what the round of
-        another arm emitted. It counts as a round of ``arm`` and of its drafter's shorter arms,
+        function of the text, so it can be compared with what the round of another arm emitted
+        (exact under greedy decoding; under sampling distributed as the copier's own round). It counts as a round of ``arm`` and of its drafter's shorter arms,
         without a time and without advancing the discount. One run only.
         """
         self._ensure_state(single=True)

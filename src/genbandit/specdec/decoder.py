@@ -21,9 +21,9 @@ each round it selects an arm (drafter x speculation length; length 0 is plain de
 updated with the number of emitted tokens, or, for serving, with the round's normalised throughput.
 A policy that learns across responses (``begin_response``, e.g. the default
 :class:`~genbandit.policies.speculative_serving.WarmThroughputUCB`) keeps its state from call to
-call and gets each round's tokens and wall time; under greedy decoding it also gets the copiers' side
-observations and, with ``_play``, chooses only among the arms that can draft (a copier with no match
-is asleep: its round would be a plain one).
+call and gets each round's tokens and wall time, the copiers' side observations (exact under greedy
+decoding, equal in law under sampling) and, with ``_play``, chooses only among the arms that can draft
+(a copier with no match is asleep: its round would be a plain one).
 """
 
 from __future__ import annotations
@@ -389,14 +389,17 @@ class SpeculativeDecoder:
                 r_max = (self.max_length + 1) / max(time.perf_counter() - t0, 1e-9)
                 cache = crop_cache(cache, len(ids) - 1)
             result.prefill_seconds = time.perf_counter() - start
-            # side observations: under greedy decoding a copier's draft is a function of the text and free to make. Taken at
-            # the start of every round that does not play the copier's longest arm and compared with the text once the text
-            # covers or refutes it (in this round or a later one), it tells exactly what that arm, and each shorter arm of
-            # the copier, would have emitted there (those up to the played length, when the copier itself played, have the
-            # round already). And a copier with no draft at a round's start (nothing in its index matches) is asleep: its
-            # round would be a plain one, so it is not chosen and not observed there (a sleeping bandit). Per copier: its
-            # name, the drafter, its longest arm, that arm's length, and a bit per arm of the drafter (arms 0 to 62)
-            copiers = [] if self.temperature != 0 or not timed or not hasattr(policy, "observe") else \
+            # side observations: a copier's draft is a function of the text and free to make. Taken at the start of every
+            # round that does not play the copier's longest arm and compared with the text once the text covers or refutes it
+            # (in this round or a later one), it tells what that arm, and each shorter arm of the copier, would have emitted
+            # there (those up to the played length, when the copier itself played, have the round already): exactly under
+            # greedy decoding; in law under sampling, where the verifier keeps a point-mass draft's next token x with
+            # probability P(x), the probability that the (lossless) text's next token is x, so the tokens the text agrees
+            # with the draft on are distributed as the tokens the verifier would have kept. And a copier with no draft at a
+            # round's start (nothing in its index matches) is asleep: its round would be a plain one, so it is not chosen and
+            # not observed there (a sleeping bandit). Per copier: its name, the drafter, its longest arm, that arm's length,
+            # and a bit per arm of the drafter (arms 0 to 62)
+            copiers = [] if not timed or not hasattr(policy, "observe") else \
                 [(name, drafter, longest, self.arms[longest].length, sum(1 << i for i in arms if i < 63)) for name, drafter in self.drafters.items()
                  if drafter.copier for arms in [[i for i, arm in enumerate(self.arms) if arm.drafter == name]]
                  for longest in [max(arms, key=lambda i: self.arms[i].length)]]
