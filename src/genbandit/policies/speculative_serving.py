@@ -260,8 +260,9 @@ class WarmThroughputUCB(Policy):
 
         A side observation (Mannor and Shamir, 2011): a copier's draft costs microseconds and is a
         function of the text, so it can be compared with what the round of another arm emitted
-        (exact under greedy decoding; under sampling distributed as the copier's own round). It counts as a round of ``arm`` and of its drafter's shorter arms,
-        without a time and without advancing the discount. One run only.
+        (exact under greedy decoding; under sampling distributed as the copier's own round). It
+        counts as a round of ``arm`` and of its drafter's shorter arms, without a time and without
+        advancing the discount. One run only.
         """
         self._ensure_state(single=True)
         arm = int(self._check_actions(np.asarray(arm)[None])[0])

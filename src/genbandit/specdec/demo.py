@@ -146,9 +146,7 @@ def run_demo(
     """
     from ..core.validation import InvalidParameterError
 
-    if not (temperature >= 0 and np.isfinite(temperature)):
-        raise InvalidParameterError(f"temperature must be >= 0. Got {temperature!r} instead.")
-    if temperature > 0 and extra_methods is not None:
+    if temperature > 0 and extra_methods is not None:  # the temperature itself is the decoder's to check
         raise InvalidParameterError("extra_methods are compared token for token with greedy decoding; "
                                     "they cannot run beside a sampled demo (temperature > 0).")
     folder = Path(out) if out is not None else default_out_dir()
@@ -257,7 +255,7 @@ def _prompt_line(rows: list[dict], p: int, kind: str, methods: list[str], polici
 
 
 def _report(rows, methods, policies, labels, max_length, training, max_new_tokens, repeats, finished, n_prompts, mismatches,
-            decode_seconds, threads, complete, where, temperature=0.0) -> str:
+            decode_seconds, threads, complete, where, temperature) -> str:
     import torch
 
     lines = ["### Real-model demo (`genbandit specdec demo`)" + ("" if complete else f" -- interrupted after {finished} of {n_prompts} prompts"), ""]
