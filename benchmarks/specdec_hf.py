@@ -1,6 +1,6 @@
 """Speculative decoding side by side with Hugging Face's own, on the demo's models and prompts, in one run.
 
-Methods (every one greedy, every output compared with plain ``generate``):
+Methods (greedy, every output compared with plain ``generate``; or all sampled at ``--temperature``):
 
 - ``hf:plain``: ``target.generate(do_sample=False)``;
 - ``hf:assisted``: assisted generation, ``target.generate(assistant_model=draft)`` (its default
@@ -30,9 +30,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default); > 0: every method samples")
     args = parser.parse_args(argv)
     table, complete = run_demo(args.out, max_new_tokens=args.max_new_tokens, repeats=args.repeats, threads=args.threads,
-                               extra_methods=transformers_methods, echo=lambda msg: print(msg, file=sys.stderr, flush=True))
+                               extra_methods=transformers_methods, temperature=args.temperature, echo=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(table)
     return 0 if complete else 130
 

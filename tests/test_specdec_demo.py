@@ -157,11 +157,22 @@ def test_a_sampled_demo_is_seeded_per_repetition_and_claims_no_token_check(tmp_p
     assert any(runs[0][p, m, "0"] != runs[0][p, m, "1"] for p, m, r in runs[0] if r == "0")
 
 
-def test_the_demo_refuses_a_bad_temperature_and_greedy_extras_beside_sampling(tmp_path):
+def test_the_demo_refuses_a_bad_temperature(tmp_path):
     with pytest.raises(InvalidParameterError, match="temperature must be >= 0"):
         demo.run_demo(tmp_path, temperature=-1.0, echo=lambda msg: None)
-    with pytest.raises(InvalidParameterError, match="cannot run beside a sampled demo"):
-        demo.run_demo(tmp_path, temperature=0.5, extra_methods=demo.transformers_methods, echo=lambda msg: None)
+
+
+def test_transformers_methods_sample_at_the_temperature_given():
+    target, draft = load_models(SHIPPED_DIR)
+    tokenizer = load_tokenizer()
+    ids = tokenizer.encode(PROMPTS[1][1])
+    greedy = demo.transformers_methods(target, draft, tokenizer, 0.0)
+    cold = demo.transformers_methods(target, draft, tokenizer, 1e-4)  # sampling this cold is greedy decoding
+    hot = demo.transformers_methods(target, draft, tokenizer, 5.0)
+    reference = greedy["hf:plain"](ids, 24)
+    for name in ("hf:plain", "hf:assisted", "hf:prompt-lookup"):
+        assert greedy[name](ids, 24) == reference and cold[name](ids, 24) == reference
+        assert hot[name](ids, 24) != reference  # sampled (a 24-token greedy match at temperature 5 has no chance)
 
 
 def test_ctrl_c_keeps_the_finished_prompts(tmp_path):

@@ -86,13 +86,15 @@ def demo_decoder(target: Any, draft: Any, eos_token_id: int | None, temperature:
     return SpeculativeDecoder(target, drafters, LENGTHS, eos_token_id=eos_token_id, temperature=temperature)
 
 
-def transformers_methods(target: Any, draft: Any, tokenizer: Any) -> dict[str, Callable]:
-    """``transformers``' own greedy decoding of ``target``, for :func:`run_demo`'s ``extra_methods``: plain ``generate``
+def transformers_methods(target: Any, draft: Any, tokenizer: Any, temperature: float) -> dict[str, Callable]:
+    """``transformers``' own decoding of ``target``, greedy or sampled at ``temperature`` (from ``softmax(logits / temperature)``
+    as the decoder samples: no top-k, no top-p), for :func:`run_demo`'s ``extra_methods``: plain ``generate``
     (``hf:plain``), assisted generation with ``draft`` (``hf:assisted``, its default schedule of draft lengths) and prompt
     lookup decoding (``hf:prompt-lookup``, 6 tokens): name -> ``f(ids, max_new_tokens) -> new tokens``."""
     import torch
 
-    common = dict(do_sample=False, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
+    common = dict(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
+    common.update(do_sample=False) if temperature == 0 else common.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
 
     def call(**extra):
         def run(ids, max_new_tokens):
@@ -126,7 +128,7 @@ def run_demo(
     prompts: Sequence[tuple[str, str]] | None = None,
     policies: Sequence[str] = ("WarmThroughputUCB", "UCBSpec"),
     threads: int = 1,
-    extra_methods: Callable[[Any, Any, Any], dict[str, Callable]] | None = None,
+    extra_methods: Callable[[Any, Any, Any, float], dict[str, Callable]] | None = None,
     echo: Callable[[str], None] = print,
     device: str | None = None,
     temperature: float = 0.0,
@@ -136,19 +138,14 @@ def run_demo(
     Writes ``log.txt`` (progress), ``results.csv`` (one row per run, written after each prompt)
     and ``table.md`` into ``out`` (default :func:`default_out_dir`). ``models`` is a folder with
     ``target/`` and ``draft/`` (default: the shipped models). ``extra_methods(target, draft,
-    tokenizer)`` may add methods timed beside ours: name -> ``f(ids, max_new_tokens) -> new tokens``
-    (MAT unknown). ``device`` (a torch device, default the CPU) is where the models run.
-    ``temperature`` > 0 samples instead of decoding greedily: repetition ``r`` of every method
-    draws with seed ``r``, and since each method then writes its own text, there is no token for
-    token check (the test suite's chi-square test checks the law of the sampled tokens); the
-    extra methods, greedy by nature, are refused. Ctrl-C ends the decoding early: the table then
+    tokenizer, temperature)`` may add methods timed beside ours, decoding at the same temperature:
+    name -> ``f(ids, max_new_tokens) -> new tokens`` (MAT unknown). ``device`` (a torch device,
+    default the CPU) is where the models run. ``temperature`` > 0 samples instead of decoding
+    greedily: repetition ``r`` of each of our methods draws with seed ``r``, and since each method
+    then writes its own text, there is no token for token check (the test suite's chi-square
+    tests check the law of the sampled tokens). Ctrl-C ends the decoding early: the table then
     covers the prompts that finished, and the second value is ``False``.
     """
-    from ..core.validation import InvalidParameterError
-
-    if temperature > 0 and extra_methods is not None:  # the temperature itself is the decoder's to check
-        raise InvalidParameterError("extra_methods are compared token for token with greedy decoding; "
-                                    "they cannot run beside a sampled demo (temperature > 0).")
     folder = Path(out) if out is not None else default_out_dir()
     log = DemoLog(folder / "log.txt", echo)
     log(f"genbandit specdec demo: writing log.txt, results.csv and table.md to {folder}")
@@ -165,7 +162,7 @@ def run_demo(
     tok = load_tokenizer(model_dir)
     decoder = demo_decoder(target, draft, tok.eos_token_id, temperature)
     labels = [a.label for a in decoder.arms]
-    others = extra_methods(target, draft, tok) if extra_methods is not None else {}
+    others = extra_methods(target, draft, tok, decoder.temperature) if extra_methods is not None else {}
     methods = list(others) + ["fixed:" + label for label in labels] + list(policies)
     # one serving chain per repetition: a policy that carries state sees every prompt once, in order
     chains = {(name, r): decoder.make_policy(name, seed=r) for name in policies for r in range(repeats)}
