@@ -8,7 +8,8 @@
    drafters x speculation lengths) and with the policies (the serving policy, which learns
    across prompts, and the paper's UCBSpec, which starts afresh on each prompt). Every
    measurement is repeated, the order of the methods alternating between repetitions.
-3. Check that every output is token for token ``transformers``' own greedy decoding, write each
+   (``--temperature`` samples instead: every method draws with the repetition's seed.)
+3. Check that every greedy output is token for token ``transformers``' own greedy decoding, write each
    prompt's runs as soon as they finish (``results.csv``, ``log.txt``, ``table.md``), and print a
    table of tokens/s (mean and standard deviation over the repetitions) and MAT. Ctrl-C stops
    cleanly with the table of the prompts that finished.
