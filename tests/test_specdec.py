@@ -16,7 +16,7 @@ from scipy import stats
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from genbandit.core.base import Policy
-from genbandit.specdec import ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
+from genbandit.specdec import Draft, ModelDrafter, PromptLookupDrafter, SpeculativeDecoder, SuffixMatchDrafter
 from genbandit.specdec.decoder import make_policy, policy_reward
 
 
@@ -199,6 +199,13 @@ def test_sampling_matches_the_target_distribution_chi_square(policy_name):
     assert noncentral > 3 * stats.chi2.ppf(0.99, len(expected) - 1)
 
 
+class AlwaysTwo(PromptLookupDrafter):
+    """A copier whose draft is always token 2, whatever the text."""
+
+    def propose(self, ids, k, **kw):
+        return Draft([2] * k)
+
+
 def test_a_side_observation_under_sampling_has_the_law_of_the_copiers_own_round():
     """Under sampling the verifier keeps a point-mass draft's token x with probability P(x), the probability that the
     lossless text's token is x: the tokens on which the sampled text agrees with a copier's draft are distributed as those
@@ -207,12 +214,6 @@ def test_a_side_observation_under_sampling_has_the_law_of_the_copiers_own_round(
     vocab, temperature, n = 3, 1.0, 1500
     target = tiny_gpt(vocab=vocab, layers=1, width=16, seed=10, init=0.8)
     prompt = [0, 1, 2, 1, 0, 1]
-
-    class Always(PromptLookupDrafter):
-        def propose(self, ids, k, **kw):
-            from genbandit.specdec.drafters import Draft
-
-            return Draft([2] * k)
 
     class PlainRecordingObservations:
         n_runs, feedback_keys = 1, ("tokens", "seconds")
@@ -234,7 +235,7 @@ def test_a_side_observation_under_sampling_has_the_law_of_the_copiers_own_round(
                 self.first.append(int(tokens))
             self.seen.append(tokens)
 
-    dec = SpeculativeDecoder(target, {"always": Always()}, lengths=[3], temperature=temperature, eos_token_id=None)
+    dec = SpeculativeDecoder(target, {"always": AlwaysTwo()}, lengths=[3], temperature=temperature, eos_token_id=None)
     policy = PlainRecordingObservations(len(dec.arms), dec.arm_index("plain"))
     for seed in range(n):
         dec.generate(prompt, policy=policy, max_new_tokens=3, seed=seed)
@@ -256,13 +257,7 @@ def test_point_mass_rejection_rule_is_exact():
     vocab = 5
     target = tiny_gpt(vocab=vocab, layers=1, width=8, seed=3, init=0.8)
 
-    class Always(PromptLookupDrafter):
-        def propose(self, ids, k, **kw):
-            from genbandit.specdec.drafters import Draft
-
-            return Draft([2] * k)
-
-    dec = SpeculativeDecoder(target, {"always": Always()}, lengths=[1], include_plain=False, temperature=1.0, eos_token_id=None)
+    dec = SpeculativeDecoder(target, {"always": AlwaysTwo()}, lengths=[1], include_plain=False, temperature=1.0, eos_token_id=None)
     p = _sequence_law(target, [1], 1, vocab, 1.0)
     n = 1500
     counts = np.bincount([dec.generate([1], arm=0, max_new_tokens=1, seed=s).tokens[0] for s in range(n)], minlength=vocab)

@@ -94,8 +94,8 @@ def transformers_methods(target: Any, draft: Any, tokenizer: Any, temperature: f
     lookup decoding (``hf:prompt-lookup``, 6 tokens): name -> ``f(ids, max_new_tokens) -> new tokens``."""
     import torch
 
-    common = dict(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
-    common.update(do_sample=False) if temperature == 0 else common.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+    law = dict(do_sample=False) if temperature == 0 else dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+    common = dict(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id, **law)
 
     def call(**extra):
         def run(ids, max_new_tokens):
@@ -163,7 +163,7 @@ def run_demo(
     tok = load_tokenizer(model_dir)
     decoder = demo_decoder(target, draft, tok.eos_token_id, temperature)
     labels = [a.label for a in decoder.arms]
-    others = extra_methods(target, draft, tok, decoder.temperature) if extra_methods is not None else {}
+    others = extra_methods(target, draft, tok, temperature) if extra_methods is not None else {}
     methods = list(others) + ["fixed:" + label for label in labels] + list(policies)
     # one serving chain per repetition: a policy that carries state sees every prompt once, in order
     chains = {(name, r): decoder.make_policy(name, seed=r) for name in policies for r in range(repeats)}
