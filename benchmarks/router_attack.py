@@ -16,6 +16,8 @@ their embeddings:
 - recurring prompts over long horizons: the 3,609 prompts drawn with replacement for 10,000 rounds
   (logged scores or pass/fail trials), 300 pass/fail prompts drawn 3,000 times;
 - other embedding dimensions: a random Gaussian projection of the embeddings to 64 and 1,536 dimensions;
+- context that carries nothing: each prompt given another prompt's embedding, or a random unit vector;
+- 16 models: the three real ones and 13 real models' scores on permuted prompts, lowered by up to 0.15;
 - HumanEval: its 164 prompts, two models with 10 pass/fail trials each (the table of ``docs/evaluate.md``'s
   tests), drawn with replacement for 3,000 rounds.
 
@@ -129,6 +131,14 @@ def build_streams(X, R, C, models, src) -> dict:
     for k in (64, 1536):
         P = rng.standard_normal((X.shape[1], k)) / np.sqrt(k)
         out[f"embeddings projected to {k} dims"] = (X @ P, R, short, 1.0)
+    # context that carries nothing, in two geometries: each prompt given another prompt's real embedding (clusters and
+    # all, so a per-prompt router can latch onto structure that says nothing), and random unit vectors
+    out["embeddings of other prompts (context carries nothing)"] = (X[rng.permutation(N)], R, short, 1.0)
+    noise = rng.standard_normal(X.shape)
+    out["random embeddings (context carries nothing)"] = (noise / np.linalg.norm(noise, axis=1, keepdims=True), R, short, 1.0)
+    # many models: the three real ones and 13 more, each a real model's scores on permuted prompts, lowered by up to 0.15
+    derived = [np.clip(R[rng.permutation(N), j % 3] - rng.uniform(0.0, 0.15), 0.0, 1.0) for j in range(13)]
+    out["16 models (3 real, 13 without prompt signal)"] = (X, np.column_stack([R] + derived), short + [f"derived {j}" for j in range(13)], 1.0)
     HX, HR = _humaneval()
     pick = rng.integers(0, len(HX), 3000)
     out["HumanEval, 2 models, pass/fail, 3,000 rounds with replacement"] = (HX[pick], HR[pick], ["weak", "strong"], 1.0)
