@@ -11,7 +11,7 @@ import csv
 import json
 import platform
 
-from genbandit.core.validation import InvalidParameterError
+from genbandit.core.validation import InvalidInputError, InvalidParameterError
 from genbandit.specdec import demo, demo_training
 from genbandit.specdec.demo_training import (
     SHIPPED_DIR,
@@ -162,6 +162,19 @@ def test_the_demo_refuses_a_bad_temperature(tmp_path):
         demo.run_demo(tmp_path, temperature=-1.0, echo=lambda msg: None)
 
 
+def test_the_demo_refuses_prompts_that_do_not_fit_or_have_no_class_before_decoding(tmp_path):
+    """A prompt whose tokens and new tokens pass the models' 512 positions is refused up front, naming it (transformers'
+    generate, the reference, failed on it with an IndexError after the prompts before it had run), and so is a kind the
+    table has no class for (its rows would have been left out of every class)."""
+    long_code = ("code", "x = 1\n" * 100)  # 400 tokens
+    with pytest.raises(InvalidInputError, match="Prompt 1 .* and 256 new tokens must fit in the models' context of 512"):
+        demo.run_demo(tmp_path, prompts=[PROMPTS[0], long_code], echo=lambda msg: None)
+    with pytest.raises(InvalidInputError, match="kind must be one of"):
+        demo.run_demo(tmp_path, prompts=[("prose", "Once upon a time")], echo=lambda msg: None)
+    table, complete = demo.run_demo(tmp_path, prompts=[long_code], max_new_tokens=8, repeats=1, policies=(), echo=lambda msg: None)
+    assert complete and "**yes** (all runs)" in table  # it fits with fewer new tokens
+
+
 def test_transformers_methods_sample_at_the_temperature_given():
     target, draft = load_models(SHIPPED_DIR)
     tokenizer = load_tokenizer()
@@ -233,3 +246,25 @@ def test_the_gpu_benchmark_trains_by_steps_and_decodes_side_by_side_on_any_devic
         assert f"| {method} |" in table
     # the full run's models are the larger ones it promises, trained by steps without a wall-clock budget
     assert bench.GPU_RECIPE["target"]["config"]["n_layer"] == 12 and bench.GPU_RECIPE["target"]["steps"] > bench.GPU_RECIPE["draft"]["steps"]
+
+
+def test_the_unseen_prompts_benchmark_draws_from_held_out_files_only():
+    """``benchmarks/specdec_unseen.py`` draws its prompts from the files the demo's models never trained on: code windows and
+    docstring halves alternating, the same prompts for the same seed and others for another seed."""
+    import importlib.util
+    from pathlib import Path
+
+    from genbandit.specdec.demo_training import TRAIN, corpus_texts
+
+    path = Path(__file__).parents[1] / "benchmarks" / "specdec_unseen.py"
+    spec = importlib.util.spec_from_file_location("specdec_unseen", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    prompts = bench.unseen_prompts(11)
+    assert [kind for kind, _ in prompts] == ["code", "text"] * 4
+    assert prompts == bench.unseen_prompts(11) and prompts != bench.unseen_prompts(12)
+    train, held = corpus_texts(TRAIN["corpus_bytes"])
+    for kind, text in prompts:
+        assert any(text in source for source in held) and not any(text in source for source in train)
+        assert len(text) == bench.CODE_BYTES if kind == "code" else \
+            text.startswith('"""') and bench.MIN_DOCSTRING // 2 <= len(text) <= bench.CODE_BYTES

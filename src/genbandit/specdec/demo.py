@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..core.validation import InvalidInputError
 from .demo_training import DEMO_PROMPTS
 
 __all__ = ["run_demo", "demo_decoder", "shipped_decoder", "transformers_methods", "cached_demo_table", "report_section", "default_out_dir",
@@ -147,10 +148,13 @@ def run_demo(
     tests check the law of the sampled tokens). Ctrl-C ends the decoding early: the table then
     covers the prompts that finished, and the second value is ``False``.
     """
+    prompts = list(prompts if prompts is not None else DEMO_PROMPTS)
+    for p, (kind, _) in enumerate(prompts):
+        if kind not in KINDS:
+            raise InvalidInputError(f"Prompt {p}'s kind must be one of {sorted(KINDS)}. Got {kind!r} instead.")
     folder = Path(out) if out is not None else default_out_dir()
     log = DemoLog(folder / "log.txt", echo)
     log(f"genbandit specdec demo: writing log.txt, results.csv and table.md to {folder}")
-    prompts = list(prompts if prompts is not None else DEMO_PROMPTS)
     import torch
 
     from .demo_training import SHIPPED_DIR, load_models, load_tokenizer
@@ -162,6 +166,11 @@ def run_demo(
     log(f"models from {model_dir}: target {_params(target)}, draft {_params(draft)}; torch threads {threads}; on {target.device}")
     tok = load_tokenizer(model_dir)
     decoder = demo_decoder(target, draft, tok.eos_token_id, temperature)
+    encoded = [tok.encode(text) for _, text in prompts]
+    for p, ids in enumerate(encoded):  # transformers' generate, the reference, fails past the models' positions
+        if not ids or len(ids) + max_new_tokens > decoder.max_positions:
+            raise InvalidInputError(f"Prompt {p} ({len(ids)} tokens) and {max_new_tokens} new tokens must fit in the models' "
+                                    f"context of {decoder.max_positions} positions: shorten the prompt or ask for fewer tokens.")
     labels = [a.label for a in decoder.arms]
     others = extra_methods(target, draft, tok, temperature) if extra_methods is not None else {}
     methods = list(others) + ["fixed:" + label for label in labels] + list(policies)
@@ -178,8 +187,7 @@ def run_demo(
     finished = 0
     decode_start = time.perf_counter()
     try:
-        for p, (kind, text) in enumerate(prompts):
-            ids = tok.encode(text)
+        for p, ((kind, text), ids) in enumerate(zip(prompts, encoded)):
             hf = None  # the reference of the token for token check: transformers' own greedy decoding
             if temperature == 0:
                 with torch.no_grad():
