@@ -483,3 +483,23 @@ def test_the_generic_unit_gives_the_former_runners_numbers(tmp_path):
     assert set(got) == set(_BEFORE)
     for key, (n, total) in _BEFORE.items():
         assert len(got[key]) == n and sum(got[key]) == pytest.approx(total, rel=1e-12, abs=1e-12), key
+
+
+def test_the_serving_report_names_its_scenarios_response_median_and_records_the_paired_difference(tmp_path):
+    """The report hook's serving section describes the scenario it ran (a shorter median than the default's 250 tokens is
+    named as such) and records the serving policy minus the best fixed arm, server by server."""
+    from genbandit.experiments import load_config, run_experiment
+
+    scenario = {"name": "serving:code-editor:llama3", "environment": "table1-serving",
+                "params": {"benchmark": "code-editor", "model": "llama3", "n_responses": 3, "response_median": 64.0},
+                "policies": ["WarmThroughputUCB", "fixed:PLD", "fixed:Eagle-2"], "metrics": ["tokens_per_second"]}
+    policies = [{"label": "WarmThroughputUCB"}, {"label": "fixed:PLD", "policy": "fixed-arm", "params": {"arm": 0}},
+                {"label": "fixed:Eagle-2", "policy": "fixed-arm", "params": {"arm": 3}}]
+    raw = {"name": "short-serving", "horizon": 1, "n_runs": 12, "seed": 0, "scenarios": [scenario], "policies": policies,
+           "hooks": ["genbandit.experiments.banditspec:report"]}
+    outcome = run_experiment(load_config(raw), tmp_path, progress=False)
+    assert not outcome["failed"]
+    report = (tmp_path / "report.md").read_text()
+    assert "answering 3 responses in a row" in report and "(median response 64 tokens)" in report
+    paired = [r for r in outcome["summary"] if r["metric"] == "tokens_per_second_minus_best_fixed"]
+    assert len(paired) == 1 and paired[0]["policy"] == "WarmThroughputUCB" and paired[0]["n_runs"] == 12

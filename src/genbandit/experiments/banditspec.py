@@ -5,11 +5,12 @@ The units are in :mod:`genbandit.experiments.banditspec_units`.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
 
-from ..envs.speculative import TABLE1, TABLE1_ARMS, Table1Replica
+from ..envs.speculative import TABLE1, TABLE1_ARMS, Table1Replica, Table1Serving
 from .report import ReportContext, format_mean
 
 __all__ = ["report"]
@@ -327,9 +328,11 @@ def _serving_section(ctx: ReportContext, checks: list) -> None:
         ctx.add_record(name, "WarmThroughputUCB", "tokens_per_second_minus_best_fixed", diff.tolist())
         lines.append(f"| {_MODEL_TITLES[model]} | {_BENCH_TITLES[bench]} | {ours.mean():.1f} | {best[6:]} | {theirs.mean():.1f} | "
                      f"{diff.mean():+.2f} ({two_se:.2f}) | {'yes' if ok else 'NO'} |")
-    n_resp = next((s.params.get("n_responses", "?") for s in ctx.config.scenarios if s.name in names), "?")
+    params = next(s.params for s in ctx.config.scenarios if s.name in names)
+    n_resp = params.get("n_responses", "?")
+    median = params.get("response_median", inspect.signature(Table1Serving).parameters["response_median"].default)
     note = (f"Each run is a server answering {n_resp} responses in a row, prompts drawn from the E2 mixture of its Table 1 cell "
-            "(median response 250 tokens); the policy's state is carried from response to response (never reset), every "
+            f"(median response {median:g} tokens); the policy's state is carried from response to response (never reset), every "
             "policy serves the same prompts in the same order. tokens/s = simulated tokens over simulated seconds per server, "
             "mean over servers; the difference is paired per server.")
     ctx.add_section("Serving: WarmThroughputUCB across responses against the best fixed arm", note + "\n\n" + "\n".join(lines))
