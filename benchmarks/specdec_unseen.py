@@ -7,7 +7,7 @@ at a line, and the first half of a docstring of at least 200 bytes (at most 600 
 its 256 new tokens fit in the models' 512 positions), 8 prompts in all, drawn by
 ``numpy.random.default_rng(seed)``. Every method then runs as in ``genbandit specdec demo``: every fixed
 arm, the serving policy (one chain per repetition), greedy, each output checked against
-``transformers``' ``generate``, the order of methods alternating. Run::
+``transformers``' ``generate`` (or sampled at ``--temperature``), the order of methods alternating. Run::
 
     PYTHONPATH=src nice -n 10 python benchmarks/specdec_unseen.py --seed 11 --out specdec-unseen-11
 """
@@ -53,9 +53,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("specdec-unseen-out"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--policies", default="WarmThroughputUCB")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default); > 0: every method samples")
     args = parser.parse_args(argv)
     table, complete = run_demo(args.out, prompts=unseen_prompts(args.seed), repeats=args.repeats,
-                               policies=tuple(args.policies.split(",")), echo=lambda msg: print(msg, file=sys.stderr, flush=True))
+                               policies=tuple(args.policies.split(",")), temperature=args.temperature, echo=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(table)
     return 0 if complete else 130
 
