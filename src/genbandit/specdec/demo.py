@@ -173,6 +173,8 @@ def run_demo(
                                     f"context of {decoder.max_positions} positions: shorten the prompt or ask for fewer tokens.")
     labels = [a.label for a in decoder.arms]
     others = extra_methods(target, draft, tok, temperature) if extra_methods is not None else {}
+    # the reference of the token for token check: transformers' own greedy decoding (sampled runs have none)
+    reference = transformers_methods(target, draft, tok, 0.0)["hf:plain"] if temperature == 0 else None
     methods = list(others) + ["fixed:" + label for label in labels] + list(policies)
     # one serving chain per repetition: a policy that carries state sees every prompt once, in order
     chains = {(name, r): decoder.make_policy(name, seed=r) for name in policies for r in range(repeats)}
@@ -188,11 +190,7 @@ def run_demo(
     decode_start = time.perf_counter()
     try:
         for p, ((kind, text), ids) in enumerate(zip(prompts, encoded)):
-            hf = None  # the reference of the token for token check: transformers' own greedy decoding
-            if temperature == 0:
-                with torch.no_grad():
-                    hf = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens, do_sample=False,
-                                         eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)[0, len(ids):].tolist()
+            hf = reference(ids, max_new_tokens) if reference is not None else None
             decoder.generate(ids, arm="plain", max_new_tokens=8)  # warm up this prompt's code paths
             for r in range(repeats):
                 order = methods if (p + r) % 2 == 0 else methods[::-1]
