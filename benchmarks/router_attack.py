@@ -19,7 +19,11 @@ their embeddings:
 - context that carries nothing: each prompt given another prompt's embedding, or a random unit vector;
 - 16 models: the three real ones and 13 real models' scores on permuted prompts, lowered by up to 0.15;
 - HumanEval: its 164 prompts, two models with 10 pass/fail trials each (the table of ``docs/evaluate.md``'s
-  tests), drawn with replacement for 3,000 rounds.
+  tests), drawn with replacement for 3,000 rounds;
+- traffic that drifts: the prompts in blocks by benchmark (BIG-Bench Hard's tasks one block), the blocks in a random order
+  and the prompts in a random order within each, as a day of one kind of traffic follows a day of another (the best
+  model differs by benchmark: Mistral-Large on GSM8K, HellaSwag and ARC, Gemini-2.5-Pro elsewhere); logged scores and
+  pass/fail trials.
 
 On each stream, through the engine (:func:`router_default.play`) and the same random orders for every
 router: the default, Beta-Bernoulli Thompson sampling over the models (on the rewards rescaled to [0, 1]
@@ -98,13 +102,17 @@ def _tied_benchmarks(R: np.ndarray, src: np.ndarray, a: int, b: int) -> np.ndarr
 
 
 def build_streams(X, R, C, models, src) -> dict:
-    """name -> (contexts, rewards (N, G) or (N, G, S), model names, reward scale): the derived real streams."""
+    """name -> (contexts, rewards (N, G) or (N, G, S), model names, reward scale, blocks): the derived real streams; ``blocks``
+    (a label per prompt) replays the prompts in blocks of one label, the blocks in a random order (None: shuffled whole)."""
     rng = np.random.default_rng(2026)
     N = len(R)
     llama, mistral, gemini = 0, 1, 2
     short = ["llama", "mistral", "gemini"]
     PF = _passfail(R, rng)
     out = {"ParetoBandit stream (as built on)": (X, R, short, 1.0), "pass/fail, 10 trials per prompt": (X, PF, short, 1.0)}
+    benchmark = np.array([label.split("/")[0] for label in src])  # BIG-Bench Hard's tasks: one block
+    out["drifting traffic: blocks by benchmark"] = (X, R, short, 1.0, benchmark)
+    out["drifting traffic: blocks by benchmark, pass/fail"] = (X, PF, short, 1.0, benchmark)
     perm = rng.permutation(N)
     mixture = np.where(np.isin(src, ["mmlu", "gsm8k", "arc_challenge", "openbookqa"]), R[:, gemini], R[:, llama])
     clone = np.clip(R[:, gemini] + rng.normal(0.0, 0.02, N), 0.0, 1.0)
@@ -142,27 +150,44 @@ def build_streams(X, R, C, models, src) -> dict:
     HX, HR = _humaneval()
     pick = rng.integers(0, len(HX), 3000)
     out["HumanEval, 2 models, pass/fail, 3,000 rounds with replacement"] = (HX[pick], HR[pick], ["weak", "strong"], 1.0)
-    return out
+    return {name: stream if len(stream) == 5 else (*stream, None) for name, stream in out.items()}
 
 
-def run_stream(name, Xs, Rs, names, scale, n_orders, seed, linucb=True) -> dict:
-    """Each router's OtB at the horizons, ``(orders, horizons)``, through the engine on the same orders."""
+def blocked_orders(blocks: np.ndarray, n_orders: int, seed: int) -> list[np.ndarray]:
+    """``n_orders`` orders of the rows in blocks of one label: the blocks in a random order, the rows of each in a random order."""
+    rng = np.random.default_rng(seed)
+    labels = np.unique(blocks)
+    return [np.concatenate([rng.permutation(np.flatnonzero(blocks == label)) for label in rng.permutation(labels)]) for _ in range(n_orders)]
+
+
+def run_stream(name, Xs, Rs, names, scale, n_orders, seed, linucb=True, blocks=None) -> dict:
+    """Each router's OtB at the horizons, ``(orders, horizons)``, through the engine on the same orders: random ones, or
+    with ``blocks`` the orders of :func:`blocked_orders`, each replayed as it is (``order="logged"``)."""
     n, G, d = len(Xs), Rs.shape[1], Xs.shape[1]
     hz = [h for h in HORIZONS if h < n] + [n]
-    env = ArrayReplay(Xs, Rs, model_names=names)
     lo, hi = float(np.nanmin(Rs)), float(np.nanmax(Rs))
-    unit = ArrayReplay(Xs, (Rs - lo) / (hi - lo), model_names=names)  # what Beta-Bernoulli Thompson sampling takes
+    if blocks is None:
+        env = ArrayReplay(Xs, Rs, model_names=names)
+        unit = ArrayReplay(Xs, (Rs - lo) / (hi - lo), model_names=names)  # what Beta-Bernoulli Thompson sampling takes
+    else:
+        orders = blocked_orders(blocks, n_orders, seed)
+        env = [ArrayReplay(Xs[o], Rs[o], model_names=names, order="logged") for o in orders]
+        unit = [ArrayReplay(Xs[o], (Rs[o] - lo) / (hi - lo), model_names=names, order="logged") for o in orders]
+    best = (env if blocks is None else env[0]).best_single_arm  # the table's best model, whatever the order
     routers = {
         "router-default": (lambda: EvidenceThompson(n_arms=G, n_features=d, seed=0), env, 1.0),
         "Thompson": (lambda: ThompsonSampling(n_arms=G, seed=0), unit, hi - lo),
-        "best single": (lambda: BestSingle(n_arms=G, arm=env.best_single_arm), env, 1.0),
+        "best single": (lambda: BestSingle(n_arms=G, arm=best), env, 1.0),
     }
     if linucb:
         routers["LinUCB"] = (lambda: LinUCB(n_arms=G, n_features=d, seed=0), env, 1.0)
     got = {"horizons": np.array(hz)}
     for label, (make, e, back) in routers.items():
         tic = time.time()
-        got[label] = back * play(make(), e, n_orders, seed=seed, at=hz)["otb_at"]
+        if blocks is None:
+            got[label] = back * play(make(), e, n_orders, seed=seed, at=hz)["otb_at"]
+        else:  # one replay per order, the routers seeded anew for each (seed + k)
+            got[label] = back * np.concatenate([play(make(), one, 1, seed=seed + k, at=hz)["otb_at"] for k, one in enumerate(e)])
         print(f"{name} | {label}: {np.round(got[label].mean(0), 4)} ({time.time() - tic:.0f} s)", file=sys.stderr, flush=True)
     return got
 
@@ -239,9 +264,9 @@ def main(argv=None) -> int:
     chosen = {k: v for k, v in streams.items() if not wanted or any(w in k for w in wanted)}
     load = os.getloadavg()[0]
     results, scales, saved = {}, {}, {}
-    for name, (Xs, Rs, names, scale) in chosen.items():
+    for name, (Xs, Rs, names, scale, blocks) in chosen.items():
         results[name] = run_stream(name, Xs, Rs, names, scale, args.orders, args.seed,
-                                   linucb=not args.no_linucb and Xs.shape[1] <= 384)
+                                   linucb=not args.no_linucb and Xs.shape[1] <= 384, blocks=blocks)
         scales[name] = scale
         saved.update({f"{name}|{k}": v for k, v in results[name].items()})
     if args.save:

@@ -152,3 +152,26 @@ def test_array_replay_reveals_cost_and_refuses_mismatched_tables():
         ArrayReplay(np.eye(3), [[0.9, 0.1], [0.2, 0.8]]).reset()
     with pytest.raises(InvalidInputError, match="finite"):
         ArrayReplay([[np.nan, 0.0], [0.0, 1.0]], [[0.9, 0.1], [0.2, 0.8]]).reset()
+
+
+def test_a_logged_order_replays_the_rows_as_they_are_in_every_run_and_a_shuffle_does_not():
+    """``order="logged"``: every run sees row 0, then row 1, ... (a log replayed as it happened); ``"shuffle"`` permutes per run;
+    an unknown order is refused."""
+    from genbandit.envs.prompts import ArrayReplay
+
+    X = np.arange(40, dtype=float).reshape(20, 2)
+    R = np.random.default_rng(0).uniform(size=(20, 2))
+    seen = {}
+    for order in ("logged", "shuffle"):
+        env = ArrayReplay(X, R, order=order, seed=3)
+        env.reset(n_runs=3)
+        assert env.max_horizon == 20
+        rows = []
+        for _ in range(20):
+            rows.append(env._observe()[:, 0] / 2)
+            env._advance(np.zeros(3, dtype=np.int64))
+        seen[order] = np.array(rows).T  # (runs, rounds): the row each run saw
+    assert (seen["logged"] == np.arange(20)).all()
+    assert all(sorted(run) == list(range(20)) for run in seen["shuffle"]) and not (seen["shuffle"] == np.arange(20)).all(axis=1).any()
+    with pytest.raises(InvalidParameterError, match="order"):
+        ArrayReplay(X, R, order="sorted")

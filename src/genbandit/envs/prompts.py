@@ -155,12 +155,13 @@ class PromptReplay(Environment):
 
     Subclasses implement ``_table(rng) -> (contexts (N, d), scores (N, G, S), extras)`` where
     ``extras`` may hold ``quality`` and ``cost`` ``(N, G)``. Prompts are drawn uniformly with
-    replacement (``order="iid"``, the paper's i.i.d. prompt law) or replayed as a fresh random
-    permutation per run (``order="shuffle"``; the horizon is then at most N). The stored response
+    replacement (``order="iid"``, the paper's i.i.d. prompt law), replayed as a fresh random
+    permutation per run (``order="shuffle"``; the horizon is then at most N) or in the table's own row order, the same in
+    every run (``order="logged"``: a log replayed as it happened, drift and all; the horizon is at most N). The stored response
     shown is drawn independently of the action, so every policy of a scenario sees the same draws.
     """
 
-    _parameter_constraints = {"order": [Options(("iid", "shuffle"))]}
+    _parameter_constraints = {"order": [Options(("iid", "shuffle", "logged"))]}
 
     def _table(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict]:
         raise NotImplementedError
@@ -174,7 +175,8 @@ class PromptReplay(Environment):
         self._means = np.nanmean(scores, axis=2)
         self._best_single = int(self._means.mean(axis=0).argmax())
         n = contexts.shape[0]
-        self._order = np.stack([self._rng.permutation(n) for _ in range(n_runs)]) if self.order == "shuffle" else None
+        self._order = (np.stack([self._rng.permutation(n) for _ in range(n_runs)]) if self.order == "shuffle"
+                       else np.broadcast_to(np.arange(n), (n_runs, n)) if self.order == "logged" else None)
         self._idx = np.zeros(n_runs, dtype=np.int64)
         self._resp = np.zeros(n_runs, dtype=np.int64)
         self._drawn_for = -1
@@ -367,7 +369,7 @@ class _LoggedTable(PromptReplay):
 
     @property
     def max_horizon(self) -> int | None:
-        return len(self._data[0]) if self.order == "shuffle" else None
+        return len(self._data[0]) if self.order in ("shuffle", "logged") else None
 
     def _trial_utilities(self) -> np.ndarray:
         _, rewards, costs, _ = self._data
@@ -400,7 +402,7 @@ class ArrayReplay(_LoggedTable):
     ``contexts`` ``(N, d)`` are the prompts' embeddings, ``rewards`` ``(N, G)`` each model's score
     on each prompt (or ``(N, G, S)``: ``S`` stored trials, NaN-padded, one drawn per round), ``costs``
     the same shape or ``None``. Replayed like the logged streams
-    (``order="shuffle"``: every prompt once per run, in a random order per run), with utility
+    (``order="shuffle"``: every prompt once per run, in a random order per run; ``order="logged"``: in the rows' order), with utility
     ``reward - price x cost``; ``reveal_cost=True`` makes the feedback ``{"reward", "cost"}``.
     ``model_names`` names the columns (``model 0``, ``model 1``... by default).
     For tables in files use :class:`PromptTable`, which embeds the prompts itself.
