@@ -124,9 +124,59 @@ def test_serving_policy_learns_what_a_copier_would_have_emitted_in_other_arms_ro
                              ([s for a, s, up in zip(res.arms, starts, awake) if dec.arms[a].drafter != "suffix" and up],
                               counted[labels.index("suffix:1")] - own["suffix:1"] - own["suffix:3"])):
         assert sum(start <= len(res.tokens) - 3 for start in rounds) <= observed <= len(rounds)
-    assert counted[labels.index("self:1")] == own["self:1"] + own["self:3"]
+    # the model drafter is observed too, from its catch-up passes (test_model_drafter_observations_are_what_its_rounds_would_have_emitted)
+    assert counted[labels.index("self:1")] > own["self:1"] + own["self:3"]
     assert policy._current[0, labels.index("suffix:1"), 3] == own["suffix:1"]  # no time from a side observation
+    assert policy._current[0, labels.index("self:1"), 3] == own["self:1"]
 
+
+
+def test_model_drafter_observations_are_what_its_rounds_would_have_emitted(models):
+    """Greedy decoding: before a round of a model drafter's arm, the drafter catches up on the text it sat out, and each round
+    it sat out is counted as what its longest arm would have emitted there: the teacher-forced predictions match the text for
+    exactly as many tokens as a draft made from that round's start would have been accepted (where the text ended while the
+    draft still matched, the longest arm it covers). Checked against drafts made afresh at each round's start, on a scripted
+    choice of arms; the output stays the target's greedy decoding."""
+    from genbandit.policies.speculative_serving import WarmThroughputUCB
+
+    class Scripted(WarmThroughputUCB):
+        def _select(self, contexts, asleep=0):
+            return np.array([self.script[self.step % len(self.script)]])
+
+        def _play(self, arm, tokens, seconds, observed=(), asleep=0):
+            self.step += 1
+            return int(self._select(None)[0])
+
+        def observe(self, arm, tokens):
+            self.seen.append((int(arm), float(tokens), self.step))
+            return self
+
+    target, draft = models
+    dec = SpeculativeDecoder(target, {"model": ModelDrafter(draft)}, lengths=[2, 4], eos_token_id=None)
+    policy = dec.make_policy("WarmThroughputUCB")
+    policy.__class__ = Scripted
+    policy.script, policy.step, policy.seen = [0, 0, 0, 2, 0, 0, 1], 0, []  # plain, plain, plain, model:4, plain, plain, model:2
+    prompt = PROMPTS[1]
+    res = dec.generate(prompt, policy=policy, max_new_tokens=80)
+    assert res.tokens == plain_greedy(target, prompt, 80)
+    text = prompt + res.tokens
+    starts = list(len(prompt) + np.cumsum([0] + res.emitted[:-1]))
+    expected = []
+    for m, arm in enumerate(res.arms):  # at each model round m: the rounds since the drafter's last one, seen on the text so far
+        if arm == 0:
+            continue
+        sat_out = [j for j in range(m) if res.arms[j] == 0 and not any(res.arms[i] != 0 for i in range(j + 1, m))]
+        for j in sat_out:
+            fresh = ModelDrafter(draft)
+            fresh.start(len(prompt))
+            guess = fresh.propose(text[: starts[j]], 4).tokens
+            accepted = next((i for i, t in enumerate(guess) if starts[j] + i >= starts[m] or t != text[starts[j] + i]), 4)
+            if accepted == 4 or starts[j] + accepted < starts[m]:
+                expected.append((2, accepted + 1.0, m))
+            elif accepted >= 2:
+                expected.append((1, 3.0, m))
+    assert len(expected) >= 20 and any(t < 5 for _, t, _ in expected)  # enough rounds, some refuted
+    assert policy.seen == expected
 
 def test_copy_heavy_prompt_gets_a_higher_mat_from_copiers(models):
     target, draft = models

@@ -404,6 +404,37 @@ class SpeculativeDecoder:
                  if drafter.copier for arms in [[i for i, arm in enumerate(self.arms) if arm.drafter == name]]
                  for longest in [max(arms, key=lambda i: self.arms[i].length)]]
 
+            # the model drafters' side observations, under greedy decoding: a model drafter's catch-up pass (its forward over the
+            # text it has not seen, which its next draft needs anyway) gives its teacher-forced next-token predictions, and a
+            # greedy draft from a round's start is accepted for as many tokens as they match the text from there (the draft's
+            # context is the text until the first mismatch). So before a round of a model drafter's arm, the drafter catches up,
+            # the rounds it sat out are counted as its rounds (side observations, as the copiers'), and the policy chooses again:
+            # a drafter that would have lost in those rounds is not played to find that out. Per model drafter: its name, the
+            # drafter, its arms (length, index) shortest first, and the text lengths at the starts of the rounds it sat out
+            observers = [] if not timed or not hasattr(policy, "observe") or self.temperature > 0 else \
+                [(name, drafter, sorted((self.arms[i].length, i) for i, arm in enumerate(self.arms) if arm.drafter == name), [])
+                 for name, drafter in self.drafters.items() if not drafter.copier and hasattr(drafter, "catch_up")]
+
+            def observe_model(drafter: Any, arms: list[tuple[int, int]], starts: list[int]) -> None:
+                """Catch ``drafter`` up on the text and count what its arms would have emitted in the rounds that began at ``starts``."""
+                caught = drafter.catch_up(ids, arms[-1][0])
+                if caught is not None:
+                    begin, predicted = caught
+                    longest, longest_arm = arms[-1]
+                    for at in starts:
+                        if at - 1 < begin:
+                            continue
+                        accepted = 0
+                        while accepted < longest and at + accepted < len(ids) and predicted[at - 1 + accepted - begin] == ids[at + accepted]:
+                            accepted += 1
+                        if accepted == longest or at + accepted < len(ids):  # refuted, or accepted in full: exact for every length
+                            policy.observe(longest_arm, accepted + 1.0)
+                        else:  # the text ended while the draft still matched: exact for the lengths it covers
+                            covered = [i for length, i in arms if length <= accepted]
+                            if covered:
+                                policy.observe(covered[-1], self.arms[covered[-1]].length + 1.0)
+                starts.clear()
+
             def copy_drafts() -> tuple[dict[str, list[int]], int]:
                 """Each copier's draft at its longest length from here (the played one takes its prefix), and the arms asleep."""
                 drafts, asleep = {}, 0
@@ -426,10 +457,17 @@ class SpeculativeDecoder:
             while len(result.tokens) < max_new_tokens and len(ids) <= self.max_positions:
                 if policy is not None and play is None:  # the policy's trusted path (as in the simulator)
                     a = int(policy._select(None)[0])
+                caught_up = 0.0  # the chosen model drafter's catch-up pass, taken before the choice: part of its round's time
+                for name, drafter, arms, starts in observers:
+                    if self.arms[a].drafter == name:
+                        tic = time.perf_counter()
+                        observe_model(drafter, arms, starts)
+                        a = choose(asleep)
+                        caught_up = time.perf_counter() - tic if self.arms[a].drafter == name else 0.0
                 chosen = self.arms[a]
                 remaining = max_new_tokens - len(result.tokens)
                 k = min(chosen.length, remaining - 1, self.max_positions - len(ids))
-                t0 = time.perf_counter()
+                t0 = time.perf_counter() - caught_up
                 draft = Draft([])
                 if k > 0:
                     ahead = drafts.get(chosen.drafter)  # taken before the choice: a prefix of it is this arm's draft
@@ -447,6 +485,9 @@ class SpeculativeDecoder:
                 for name, _, longest, length, _ in copiers:
                     if longest != a and drafts[name]:
                         pending.append((longest, length, float(chosen.length) if name == chosen.drafter else -1.0, len(ids), drafts[name]))
+                for name, _, _, starts in observers:
+                    if name != chosen.drafter:
+                        starts.append(len(ids))
                 ids.extend(emitted)
                 result.tokens.extend(emitted)
                 observed = []

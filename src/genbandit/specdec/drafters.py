@@ -259,6 +259,7 @@ class ModelDrafter(Drafter):
     def _forget(self) -> None:
         self._cache = None
         self._cached: list[int] = []  # the tokens whose keys/values the cache holds
+        self._ready = None  # the logits after the last of them, while the cache ends where the text does (_sync)
         # the cache cannot be cropped below this length: a sliding-window layer keeps only its window of the positions
         # it held before its last crop (or before it started recording its past, after the first pass)
         self._floor = 0
@@ -274,24 +275,37 @@ class ModelDrafter(Drafter):
             return logits[: self.vocab]
         return torch.cat([logits, logits.new_full((self.vocab - width,), float("-inf"))])
 
-    def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
+    def _forward(self, feed: list[int]) -> Any:
+        """The draft model's logits ``(len(feed), V)`` for ``feed`` after the tokens its cache holds, which it then holds too."""
         import torch
 
-        from .tensors import cached_forward, context_length, crop_cache, keep_past, tempered_probs
+        from .tensors import cached_forward, keep_past
 
-        if k <= 0:
-            return Draft([])
+        first = self._cache is None
+        with torch.no_grad():
+            logits, self._cache = cached_forward(self.model, torch.tensor([feed], device=next(self.model.parameters()).device), self._cache)
+        self._cached.extend(feed)
+        if first:
+            self._cache = keep_past(self._cache)
+            self._floor = len(self._cached)
+        return logits[0]
+
+    def _fits(self, ids: list[int], k: int) -> bool:
+        """Whether ``ids`` and ``k - 1`` drafted tokens fit in the draft model's own context (its positions may end before the
+        target's)."""
+        from .tensors import context_length
+
+        context = context_length(self.model)
+        return context is None or len(ids) + k - 1 <= context
+
+    def _sync(self, ids: list[int]) -> Any:
+        """The cache cropped to the longest prefix it shares with ``ids`` (at most all but the last token), then the rest of
+        ``ids`` fed in one forward pass: the logits after each fed token, ``(fed, V)``. Kept for the next draft: the logits
+        after the last one (``_ready``), so that a draft right after this reads them instead of feeding that token again."""
+        from .tensors import crop_cache
+
         if not hasattr(self, "_cached"):
             self.start(len(ids))
-        ids = [int(t) for t in ids]
-        context = context_length(self.model)
-        if context is not None and len(ids) + k - 1 > context:
-            # the draft model's positions end before the text does (the target's may go on): draft from the last tokens that
-            # fit with the k - 1 fed back, read afresh each round since a cache's positions cannot be shifted. Any draft is
-            # verified the same way, so the output does not change; only how often it is accepted
-            k = min(k, context)
-            ids = ids[len(ids) - (context - k + 1) :]
-            self._forget()
         keep = 0
         limit = min(len(self._cached), len(ids) - 1)  # always feed at least the last token
         while keep < limit and self._cached[keep] == ids[keep]:
@@ -303,26 +317,62 @@ class ModelDrafter(Drafter):
             self._cache = crop_cache(self._cache, keep)
             self._floor = keep
         self._cached = self._cached[:keep]
-        device = next(self.model.parameters()).device
+        logits = self._forward(ids[keep:])
+        self._ready = logits[-1]
+        return logits
+
+    def catch_up(self, ids: Sequence[int], k: int) -> tuple[int, list[int]] | None:
+        """Bring the cache up to ``ids`` now, as the next :meth:`propose` of ``k`` tokens on ``ids`` would (it then reads the
+        result instead), and return what the pass gives for free: ``(start, predictions)``, ``predictions[i]`` the draft
+        model's greedy next token after ``ids[: start + i + 1]``. Under greedy drafting a draft from position ``p`` is
+        accepted for as many tokens as these teacher-forced predictions match the text from ``p`` on (the draft's context is
+        the text until the first mismatch), so they tell what the drafter would have emitted in the rounds it sat out.
+        ``None`` where ``ids`` and the draft do not fit the draft model's context (it then drafts from a window, afresh)."""
+        import torch
+
+        ids = [int(t) for t in ids]
+        if not ids or not self._fits(ids, k):
+            return None
+        if not hasattr(self, "_cached"):
+            self.start(len(ids))
+        logits = self._sync(ids)
+        width = logits.shape[-1] if self.vocab is None else min(logits.shape[-1], self.vocab)
+        return len(self._cached) - logits.shape[0], torch.argmax(logits[:, :width], dim=-1).tolist()
+
+    def propose(self, ids: Sequence[int], k: int, *, temperature: float = 0.0, generator: Any = None) -> Draft:
+        import torch
+
+        from .tensors import context_length, tempered_probs
+
+        if k <= 0:
+            return Draft([])
+        if not hasattr(self, "_cached"):
+            self.start(len(ids))
+        ids = [int(t) for t in ids]
+        if not self._fits(ids, k):
+            # the draft model's positions end before the text does (the target's may go on): draft from the last tokens that
+            # fit with the k - 1 fed back, read afresh each round since a cache's positions cannot be shifted. Any draft is
+            # verified the same way, so the output does not change; only how often it is accepted
+            context = context_length(self.model)
+            k = min(k, context)
+            ids = ids[len(ids) - (context - k + 1) :]
+            self._forget()
+        # caught up on exactly this text already (catch_up): its last logits are this draft's first
+        ready = self._ready if self._ready is not None and self._cached == ids else None
+        logits = ready if ready is not None else self._sync(ids)[-1]
         tokens: list[int] = []
         laws = []
-        feed = ids[keep:]
-        with torch.no_grad():
-            for _ in range(k):
-                first = self._cache is None
-                logits, self._cache = cached_forward(self.model, torch.tensor([feed], device=device), self._cache)
-                self._cached.extend(feed)
-                if first:
-                    self._cache = keep_past(self._cache)
-                    self._floor = len(self._cached)
-                logits = self._law_logits(logits[0, -1])
-                if temperature > 0:
-                    p = tempered_probs(logits, temperature)
-                    # drawn where the decoder's generator lives (the target's device, which may not be the draft's)
-                    tok = int(torch.multinomial(p if generator is None else p.to(generator.device), 1, generator=generator))
-                    laws.append(p)
-                else:
-                    tok = int(torch.argmax(logits))
-                tokens.append(tok)
-                feed = [tok]
+        for step in range(k):
+            if step:
+                logits = self._forward([tokens[-1]])[-1]
+            logits = self._law_logits(logits)
+            if temperature > 0:
+                p = tempered_probs(logits, temperature)
+                # drawn where the decoder's generator lives (the target's device, which may not be the draft's)
+                tok = int(torch.multinomial(p if generator is None else p.to(generator.device), 1, generator=generator))
+                laws.append(p)
+            else:
+                tok = int(torch.argmax(logits))
+            tokens.append(tok)
+        self._ready = None  # the cache now holds drafted tokens past the text
         return Draft(tokens, torch.stack(laws) if laws else None)
