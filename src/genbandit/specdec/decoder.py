@@ -22,7 +22,8 @@ updated with the number of emitted tokens, or, for serving, with the round's nor
 A policy that learns across responses (``begin_response``, e.g. the default
 :class:`~genbandit.policies.speculative_serving.WarmThroughputUCB`) keeps its state from call to
 call and gets each round's tokens and wall time, the copiers' side observations (exact under greedy
-decoding, equal in law under sampling) and, with ``_play``, chooses only among the arms that can draft
+decoding, equal in law under sampling), under greedy decoding the model drafters' too (from the catch-up pass a
+model drafter makes before a round of its arms) and, with ``_play``, chooses only among the arms that can draft
 (a copier with no match is asleep: its round would be a plain one).
 """
 
