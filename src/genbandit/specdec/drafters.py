@@ -304,8 +304,6 @@ class ModelDrafter(Drafter):
         after the last one (``_ready``), so that a draft right after this reads them instead of feeding that token again."""
         from .tensors import crop_cache
 
-        if not hasattr(self, "_cached"):
-            self.start(len(ids))
         keep = 0
         limit = min(len(self._cached), len(ids) - 1)  # always feed at least the last token
         while keep < limit and self._cached[keep] == ids[keep]:
