@@ -269,3 +269,20 @@ def test_the_unseen_prompts_benchmark_draws_from_held_out_files_only():
         assert any(text in source for source in held)
         assert len(text) == bench.CODE_BYTES if kind == "code" else \
             text.startswith('"""') and bench.MIN_DOCSTRING // 2 <= len(text) <= bench.CODE_BYTES
+
+
+def test_the_first_response_benchmark_splits_a_fresh_chain_s_time_by_part():
+    """``benchmarks/specdec_first_response.py`` books the target's verification, the draft model's catch-up passes and
+    drafts, and the rest, per response: the fixed copier never touches the draft model, a fresh serving chain tries it
+    (its longest arm first, after a catch-up pass), and the parts add up to no more than the response's time."""
+    bench = _benchmark("specdec_first_response")
+    rows = bench.measure(repeats=2, max_new_tokens=24)
+    assert set(rows) == {bench.FIXED, bench.SERVING} and all(len(got) == 2 for got in rows.values())
+    for row in rows[bench.FIXED]:
+        assert row["model rounds"] == 0 and row["catch-ups"] == 0 and "draft model: drafts" not in row
+    for row in rows[bench.SERVING]:
+        assert row["model rounds"] >= 1 and row["catch-ups"] >= 1 and row["draft model: drafts"] > 0
+    for got in rows.values():
+        for row in got:
+            assert 0 < row["verification"] < row["ms"] and row["else"] > 0
+            assert row["rounds"] >= 24 / 7  # at most L + 1 = 7 tokens a round
