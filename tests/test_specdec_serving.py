@@ -259,3 +259,27 @@ def test_a_copier_with_no_draft_is_asleep_and_the_best_awake_arm_plays():
     no_plain = WarmThroughputUCB(n_arms=4, arm_lengths=lengths[1:], arm_drafters=drafters[1:], seed=0)
     no_plain.update(3, {"tokens": 7, "seconds": 1.3e-3})
     assert no_plain._play(3, 7.0, 1.3e-3, (), 0b1111) == no_plain._play(3, 7.0, 1.3e-3, (), 0) == no_plain.select()
+
+
+def test_a_drafters_untimed_length_is_priced_between_plain_decoding_and_its_timed_length():
+    """A round of length k verifies k + 1 positions and drafts k tokens: with plain decoding at 1 ms a round and a draft
+    model's one round of length 6 at 7 ms (1 ms a drafted token), its length 3 is estimated at 4 ms before it is played,
+    and a copier whose length 6 takes 1.6 ms prices its length 3 at 1.3 ms. Pooling the draft model's round with every
+    arm's (the copier's cheap ones) would price its length 3 near a copier's round. Without plain decoding among the
+    arms, nothing anchors the line, and the drafter's rounds are pooled as before."""
+    lengths, drafters = [0, 3, 6, 3, 6], ["plain", "model", "model", "copier", "copier"]
+    policy = WarmThroughputUCB(n_arms=5, arm_lengths=lengths, arm_drafters=drafters, seed=0)
+    for _ in range(10):
+        policy.update(0, {"tokens": 1, "seconds": 1e-3})
+        policy.update(4, {"tokens": 3, "seconds": 1.6e-3})
+    policy.update(2, {"tokens": 2, "seconds": 7e-3})
+    seconds = policy._seconds_per_round[0]
+    assert seconds[1] == pytest.approx(4e-3, rel=0.02) and seconds[2] == pytest.approx(7e-3, rel=0.02)
+    assert seconds[3] == pytest.approx(1.3e-3, rel=0.02)
+    # the same rounds without plain decoding: the draft model's length 3 borrows its pooled time, shrunk towards every arm's
+    unanchored = WarmThroughputUCB(n_arms=4, arm_lengths=lengths[1:], arm_drafters=drafters[1:], seed=0)
+    for _ in range(10):
+        unanchored.update(3, {"tokens": 3, "seconds": 1.6e-3})
+    unanchored.update(1, {"tokens": 2, "seconds": 7e-3})
+    every = np.exp((10 * np.log(1.6e-3) + np.log(7e-3)) / 11)
+    assert unanchored._seconds_per_round[0, 0] == pytest.approx(np.exp((np.log(7e-3) + 2 * np.log(every)) / 3), rel=1e-6)

@@ -140,22 +140,42 @@ def _count(stats, layout, r, arm, tokens, above):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _refresh_run(stats, cache, layout, r):  # pragma: no cover - compiled
-    """Run ``r``'s seconds per round (geometric mean of an arm's round times, shrunk towards its drafter's pooled time
-    while it has few, and that towards every arm's) and its estimated arms (tokens seen, and a time in the drafter's pool)."""
+    """Run ``r``'s seconds per round (geometric mean of an arm's round times, shrunk towards its drafter's time while it
+    has few) and its estimated arms (tokens seen, and a time in the drafter's pool).
+
+    The drafter's time for an arm of length ``k > 0``, once plain decoding (the arms of length 0) and some arm of the
+    drafter of length ``k_i > 0`` have timed rounds: ``t_0 + k s``, with ``t_0`` plain decoding's round time and ``s`` the
+    drafter's time per drafted token, ``(t_i - t_0) / k_i`` (at least 0) averaged over its timed arms by their rounds. A
+    round verifies ``k + 1`` positions in one target pass and drafts ``k`` tokens, so its time grows with ``k`` from plain
+    decoding's: a draft model's round of 3 tokens is then priced between plain decoding and its round of 6, not at every
+    arm's pooled time (what the rule below gives it, pulled towards the copiers' cheap rounds). Otherwise the drafter's
+    pooled time (all its arms' rounds) shrunk towards every arm's."""
     n_arms = layout.shape[0]
-    log_total, pulls_total = 0.0, 0.0
+    log_total, pulls_total, plain_log, plain_pulls = 0.0, 0.0, 0.0, 0.0
     for j in range(n_arms):
-        log_total += stats[0, r, j, 2] + stats[1, r, j, 2]
-        pulls_total += stats[0, r, j, 3] + stats[1, r, j, 3]
+        log_j, pulls_j = stats[0, r, j, 2] + stats[1, r, j, 2], stats[0, r, j, 3] + stats[1, r, j, 3]
+        log_total += log_j
+        pulls_total += pulls_j
+        if layout[j, LENGTH] == 0.0:
+            plain_log += log_j
+            plain_pulls += pulls_j
     every = log_total / max(pulls_total, 1e-300)
+    plain = math.exp(plain_log / plain_pulls) if plain_pulls > 0.0 else 0.0
     group = SHORTER + n_arms
     for j in range(n_arms):
-        pooled_log, pooled_pulls = 0.0, 0.0
+        pooled_log, pooled_pulls, per_token, timed = 0.0, 0.0, 0.0, 0.0
         for i in range(n_arms):
             if layout[j, group + i] != 0.0:
-                pooled_log += stats[0, r, i, 2] + stats[1, r, i, 2]
-                pooled_pulls += stats[0, r, i, 3] + stats[1, r, i, 3]
-        drafter = (pooled_log + SHRINK * every) / (pooled_pulls + SHRINK)
+                log_i, pulls_i = stats[0, r, i, 2] + stats[1, r, i, 2], stats[0, r, i, 3] + stats[1, r, i, 3]
+                pooled_log += log_i
+                pooled_pulls += pulls_i
+                if pulls_i > 0.0 and layout[i, LENGTH] > 0.0:
+                    per_token += pulls_i * max(math.exp(log_i / pulls_i) - plain, 0.0) / layout[i, LENGTH]
+                    timed += pulls_i
+        if plain_pulls > 0.0 and timed > 0.0 and layout[j, LENGTH] > 0.0:
+            drafter = math.log(plain + layout[j, LENGTH] * per_token / timed)
+        else:
+            drafter = (pooled_log + SHRINK * every) / (pooled_pulls + SHRINK)
         own_log, own_pulls = stats[0, r, j, 2] + stats[1, r, j, 2], stats[0, r, j, 3] + stats[1, r, j, 3]
         cache[2, r, j] = math.exp((own_log + SHRINK * drafter) / (own_pulls + SHRINK))
         cache[3, r, j] = 1.0 if pooled_pulls > 0.0 and stats[0, r, j, 1] + stats[1, r, j, 1] > 0.0 else 0.0

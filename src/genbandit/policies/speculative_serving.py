@@ -13,11 +13,19 @@ forward passes and its cache catch-up, a copier's costs almost nothing), so
   the arm (its drafter's cost, the verification of its draft length, cache catch-up) and are
   averaged over everything seen, geometrically, each round counting as at most twice the arm's
   current estimate, so that the rounds of a process preempted on a busy machine (several times
-  slower now and then) do not sway the choice. The estimate is shrunk in two levels, as a
-  hierarchical model's posterior mean is (Gelman et al., *Bayesian Data Analysis*, section 5.4): an
-  arm with few rounds of its own borrows two rounds' weight of its drafter's pooled time (its other
-  lengths), and that pooled time two rounds' weight of every arm's, so an arm whose first round
-  was preempted is not written off on it, and an arm with no round of its own takes its drafter's.
+  slower now and then) do not sway the choice. An arm with few rounds of its own borrows two rounds'
+  weight of its drafter's time, as a hierarchical model's posterior mean is shrunk (Gelman et al.,
+  *Bayesian Data Analysis*, section 5.4), so an arm whose first round was preempted is not written
+  off on it, and an arm with no round of its own takes its drafter's. A round of length ``k``
+  verifies ``k + 1`` positions in one target pass and drafts ``k`` tokens, so its time grows with
+  ``k`` from plain decoding's: the drafter's time for its arm of length ``k`` is ``t_0 + k s``,
+  ``t_0`` plain decoding's round time and ``s`` the drafter's time per drafted token, measured on
+  whichever of its lengths were played. A draft model timed once at length 6 thus prices its length
+  3 between plain decoding and its length 6, where pooling all its rounds with every arm's (the
+  copiers' rounds cost little) priced it near a copier's round: on the demo's first response the
+  draft model was played 2.1 times per fresh chain with the pooled time, 1.0 with this. Before
+  plain decoding or the drafter has a timed round (and for arms given without lengths), the
+  drafter's time is its arms' rounds pooled, shrunk by two rounds' weight towards every arm's.
 - **Warm start.** The statistics carry from one response to the next. Tokens per round are carried
   close to a mean over responses (a response weighs as many rounds as the arm had in it, 4 at most:
   a copier pulled all along the copy-heavy responses would otherwise look good on every prompt,
@@ -126,7 +134,10 @@ class WarmThroughputUCB(Policy):
     ``G_i = (w^r C^g / C^r + D^g) / (w^r + D^r)`` and ``H_i`` likewise with ``h``; tokens per round
     ``T_i = G_i`` and ``S_i = H_i`` without ``p``, else ``T_i = T_p + S_p G_i`` and ``S_i = S_p H_i``;
     seconds per round ``exp((C^s_i + R^s_i + 2 g_i) / (M_i + 2))`` with ``M_i`` its own pulls and
-    ``g_i`` the mean log time of all rounds of its drafter; the rate ``T_i`` over that; and the
+    ``g_i = log(t_0 + k_i s_d)``, ``t_0`` the geometric mean time of plain decoding's rounds (length 0) and ``s_d``
+    the mean over its drafter ``d``'s timed arms ``j`` (weighted by their pulls) of ``max(t_j - t_0, 0) / k_j``,
+    ``t_j`` an arm's geometric mean time (``g_i`` the mean log time of all rounds of its drafter, shrunk by two
+    rounds' weight towards every arm's, before both have timed rounds); the rate ``T_i`` over that; and the
     index ``rate_i + max_j rate_j (exploration sqrt(ln(n) / min(n_i, M_i + 2)) + 1 / (1 + min(N_i, M_i + 2)))``
     with ``n_i = w^n + D^n``, ``n = sum_i n_i``, ``N_i = C^n_i + R^n_i``, ``i`` and ``j`` over the arms awake (all through
     ``select``; the decoder's round call ``_play`` leaves out the copiers with no draft). Arms without an estimate yet
