@@ -11,9 +11,11 @@ Per method and repetition it splits the response's wall time into
   before a round of the draft model's arms to observe the rounds it sat out) and its drafts;
 * everything else: the prefill, the copiers' drafts, the policy's choices and the side observations.
 
-It also counts the rounds, the draft model's rounds and its catch-up passes. Run::
+It also counts the rounds, the draft model's rounds and its catch-up passes. With ``--chains N`` it gives the same
+parts for every response of N fresh serving chains over the demo's prompts in order (no fixed arm beside them). Run::
 
     PYTHONPATH=src nice -n 10 python benchmarks/specdec_first_response.py [--repeats 8] [--prompt 0]
+    PYTHONPATH=src nice -n 10 python benchmarks/specdec_first_response.py --chains 2 --max-new-tokens 64
 """
 
 from __future__ import annotations
@@ -60,14 +62,8 @@ def measure(repeats: int, prompt: int = 0, max_new_tokens: int = 256) -> dict[st
     """Per method (``suffix:6``, then the serving policy), one row per repetition: the response's ``ms``, ``rounds``, the
     milliseconds of each part (``verification``, ``draft model: catch-up``, ``draft model: drafts``, ``else``), the
     ``model rounds`` and the ``catch-ups``."""
-    decoder, tokenizer = shipped_decoder(1)
+    decoder, tokenizer, clock = _timed_decoder()
     ids = tokenizer.encode(DEMO_PROMPTS[prompt][1])
-    clock = _Clock()
-    clock.wrap(decoder, "_verify", "verification")
-    for drafter in decoder.drafters.values():
-        if isinstance(drafter, ModelDrafter):
-            clock.wrap(drafter, "catch_up", "draft model: catch-up")
-            clock.wrap(drafter, "propose", "draft model: drafts")
     labels = [arm.label for arm in decoder.arms]
     decoder.generate(ids, arm="plain", max_new_tokens=8)  # this prompt's code paths warm
     rows: dict[str, list[dict]] = {FIXED: [], SERVING: []}
@@ -78,10 +74,45 @@ def measure(repeats: int, prompt: int = 0, max_new_tokens: int = 256) -> dict[st
                 how["policy"].reset()
             clock.clear()
             res = decoder.generate(ids, max_new_tokens=max_new_tokens, **how)
-            parts = {part: 1e3 * s for part, s in clock.seconds.items()}
-            rows[method].append({"ms": 1e3 * res.seconds, "rounds": res.rounds, "model rounds": sum(labels[a].startswith("model") for a in res.arms),
-                                 "catch-ups": clock.calls.get("draft model: catch-up", 0), **parts, "else": 1e3 * res.seconds - sum(parts.values())})
+            rows[method].append(_row(res, clock, labels))
     return rows
+
+
+def measure_chain(chains: int, max_new_tokens: int = 256) -> list[list[dict]]:
+    """The same parts for every response of ``chains`` fresh serving chains over the demo's prompts in order, as the demo
+    plays them: one list of rows (one per prompt) per chain."""
+    decoder, tokenizer, clock = _timed_decoder()
+    prompts = [tokenizer.encode(text) for _, text in DEMO_PROMPTS]
+    labels = [arm.label for arm in decoder.arms]
+    decoder.generate(prompts[0], arm="plain", max_new_tokens=8)
+    out = []
+    for chain in range(chains):
+        policy = decoder.make_policy(SERVING, seed=chain)
+        policy.reset()
+        rows = []
+        for ids in prompts:
+            clock.clear()
+            rows.append(_row(decoder.generate(ids, max_new_tokens=max_new_tokens, policy=policy), clock, labels))
+        out.append(rows)
+    return out
+
+
+def _timed_decoder():
+    """The demo's decoder with its verification passes and its draft model's catch-up passes and drafts timed."""
+    decoder, tokenizer = shipped_decoder(1)
+    clock = _Clock()
+    clock.wrap(decoder, "_verify", "verification")
+    for drafter in decoder.drafters.values():
+        if isinstance(drafter, ModelDrafter):
+            clock.wrap(drafter, "catch_up", "draft model: catch-up")
+            clock.wrap(drafter, "propose", "draft model: drafts")
+    return decoder, tokenizer, clock
+
+
+def _row(res, clock: _Clock, labels: list[str]) -> dict:
+    parts = {part: 1e3 * s for part, s in clock.seconds.items()}
+    return {"ms": 1e3 * res.seconds, "rounds": res.rounds, "model rounds": sum(labels[a].startswith("model") for a in res.arms),
+            "catch-ups": clock.calls.get("draft model: catch-up", 0), **parts, "else": 1e3 * res.seconds - sum(parts.values())}
 
 
 def main(argv=None) -> int:
@@ -89,13 +120,23 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--prompt", type=int, default=0, help="which of the demo's prompts (default 0, the first of its chain)")
     parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--chains", type=int, default=0, help="instead: the parts of every response of this many fresh serving chains over the demo's prompts")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
+    keys = ["ms", "rounds", "verification", "draft model: catch-up", "draft model: drafts", "else", "model rounds", "catch-ups"]
+    if args.chains:
+        print(f"Every response of {args.chains} fresh {SERVING} chains over the demo's prompts, {args.max_new_tokens} new tokens; load average "
+              f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end ({time.strftime('%H:%M UTC', time.gmtime())}).\n")
+        print("| chain | prompt | " + " | ".join(keys) + " |")
+        print("|---|---|" + "---|" * len(keys))
+        for chain, rows in enumerate(measure_chain(args.chains, args.max_new_tokens)):
+            for prompt, row in enumerate(rows):
+                print(f"| {chain} | {prompt} | " + " | ".join(f"{row.get(key, 0.0):.1f}" for key in keys) + " |")
+        return 0
     rows = measure(args.repeats, args.prompt, args.max_new_tokens)
     print(f"First response of a fresh chain, demo prompt {args.prompt} ({DEMO_PROMPTS[args.prompt][0]}), {args.max_new_tokens} new tokens, "
           f"{args.repeats} repetitions alternating; load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
           f"({time.strftime('%H:%M UTC', time.gmtime())}). Mean +- standard error over repetitions.\n")
-    keys = ["ms", "rounds", "verification", "draft model: catch-up", "draft model: drafts", "else", "model rounds", "catch-ups"]
     print("| method | " + " | ".join(keys) + " |")
     print("|---|" + "---|" * len(keys))
     for method, got in rows.items():
