@@ -152,12 +152,12 @@ def _refresh_run(stats, cache, layout, r):  # pragma: no cover - compiled
     pooled time (all its arms' rounds) shrunk towards every arm's."""
     n_arms = layout.shape[0]
     log_total, pulls_total, plain_log, plain_pulls = 0.0, 0.0, 0.0, 0.0
-    own = np.empty(n_arms)  # each arm's geometric mean round time (0 while it has no timed round)
+    round_time = np.empty(n_arms)  # each arm's geometric mean round time (0 while it has no timed round)
     for j in range(n_arms):
         log_j, pulls_j = stats[0, r, j, 2] + stats[1, r, j, 2], stats[0, r, j, 3] + stats[1, r, j, 3]
         log_total += log_j
         pulls_total += pulls_j
-        own[j] = math.exp(log_j / pulls_j) if pulls_j > 0.0 else 0.0
+        round_time[j] = math.exp(log_j / pulls_j) if pulls_j > 0.0 else 0.0
         if layout[j, LENGTH] == 0.0:
             plain_log += log_j
             plain_pulls += pulls_j
@@ -172,7 +172,7 @@ def _refresh_run(stats, cache, layout, r):  # pragma: no cover - compiled
                 pooled_log += stats[0, r, i, 2] + stats[1, r, i, 2]
                 pooled_pulls += pulls_i
                 if pulls_i > 0.0 and layout[i, LENGTH] > 0.0:
-                    per_token += pulls_i * max(own[i] - plain, 0.0) / layout[i, LENGTH]
+                    per_token += pulls_i * max(round_time[i] - plain, 0.0) / layout[i, LENGTH]
                     timed += pulls_i
         if plain_pulls > 0.0 and timed > 0.0 and layout[j, LENGTH] > 0.0:
             drafter = math.log(plain + layout[j, LENGTH] * per_token / timed)
