@@ -151,16 +151,17 @@ def _refresh_run(stats, cache, layout, r):  # pragma: no cover - compiled
     arm's pooled time (what the rule below gives it, pulled towards the copiers' cheap rounds). Otherwise the drafter's
     pooled time (all its arms' rounds) shrunk towards every arm's."""
     n_arms = layout.shape[0]
+    # each arm's log seconds and own pulls, carried and current, and its geometric mean round time (0 while it has none)
+    arm_log, arm_pulls, round_time = np.empty(n_arms), np.empty(n_arms), np.empty(n_arms)
     log_total, pulls_total, plain_log, plain_pulls = 0.0, 0.0, 0.0, 0.0
-    round_time = np.empty(n_arms)  # each arm's geometric mean round time (0 while it has no timed round)
     for j in range(n_arms):
-        log_j, pulls_j = stats[0, r, j, 2] + stats[1, r, j, 2], stats[0, r, j, 3] + stats[1, r, j, 3]
-        log_total += log_j
-        pulls_total += pulls_j
-        round_time[j] = math.exp(log_j / pulls_j) if pulls_j > 0.0 else 0.0
+        arm_log[j], arm_pulls[j] = stats[0, r, j, 2] + stats[1, r, j, 2], stats[0, r, j, 3] + stats[1, r, j, 3]
+        round_time[j] = math.exp(arm_log[j] / arm_pulls[j]) if arm_pulls[j] > 0.0 else 0.0
+        log_total += arm_log[j]
+        pulls_total += arm_pulls[j]
         if layout[j, LENGTH] == 0.0:
-            plain_log += log_j
-            plain_pulls += pulls_j
+            plain_log += arm_log[j]
+            plain_pulls += arm_pulls[j]
     every = log_total / max(pulls_total, 1e-300)
     plain = math.exp(plain_log / plain_pulls) if plain_pulls > 0.0 else 0.0
     group = SHORTER + n_arms
@@ -168,18 +169,16 @@ def _refresh_run(stats, cache, layout, r):  # pragma: no cover - compiled
         pooled_log, pooled_pulls, per_token, timed = 0.0, 0.0, 0.0, 0.0
         for i in range(n_arms):
             if layout[j, group + i] != 0.0:
-                pulls_i = stats[0, r, i, 3] + stats[1, r, i, 3]
-                pooled_log += stats[0, r, i, 2] + stats[1, r, i, 2]
-                pooled_pulls += pulls_i
-                if pulls_i > 0.0 and layout[i, LENGTH] > 0.0:
-                    per_token += pulls_i * max(round_time[i] - plain, 0.0) / layout[i, LENGTH]
-                    timed += pulls_i
+                pooled_log += arm_log[i]
+                pooled_pulls += arm_pulls[i]
+                if arm_pulls[i] > 0.0 and layout[i, LENGTH] > 0.0:
+                    per_token += arm_pulls[i] * max(round_time[i] - plain, 0.0) / layout[i, LENGTH]
+                    timed += arm_pulls[i]
         if plain_pulls > 0.0 and timed > 0.0 and layout[j, LENGTH] > 0.0:
             drafter = math.log(plain + layout[j, LENGTH] * per_token / timed)
         else:
             drafter = (pooled_log + SHRINK * every) / (pooled_pulls + SHRINK)
-        own_log, own_pulls = stats[0, r, j, 2] + stats[1, r, j, 2], stats[0, r, j, 3] + stats[1, r, j, 3]
-        cache[2, r, j] = math.exp((own_log + SHRINK * drafter) / (own_pulls + SHRINK))
+        cache[2, r, j] = math.exp((arm_log[j] + SHRINK * drafter) / (arm_pulls[j] + SHRINK))
         cache[3, r, j] = 1.0 if pooled_pulls > 0.0 and stats[0, r, j, 1] + stats[1, r, j, 1] > 0.0 else 0.0
 
 
